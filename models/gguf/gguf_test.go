@@ -280,7 +280,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(sample(f))
 	if d := shared.Dir(); d != "" {
 		if b, err := os.ReadFile(filepath.Join(d, "models", "stories260K.gguf")); err == nil {
-			f.Add(b[:min(len(b), 64<<10)])
+			f.Add(b[:min(len(b), 4<<10)])
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
