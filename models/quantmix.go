@@ -1,0 +1,187 @@
+package models
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ruvllm/ruvllm/kernels"
+)
+
+// FileType is a whole-model quantization choice as llama-quantize names them
+// ("Q4_K_M"): a default block format plus a mix that gives sensitive tensors
+// more bits.
+type FileType struct {
+	Name string
+	// Base is the format of most weight matrices.
+	Base kernels.DType
+	// size picks the mix variant of the k-quants: 'S', 'M', 'L' or 0.
+	size byte
+}
+
+var fileTypes = map[string]FileType{
+	"F32": {"F32", kernels.F32, 0}, "F16": {"F16", kernels.F16, 0}, "BF16": {"BF16", kernels.BF16, 0},
+	"Q8_0": {"Q8_0", kernels.Q8_0, 0}, "Q4_0": {"Q4_0", kernels.Q4_0, 0}, "Q4_1": {"Q4_1", kernels.Q4_1, 0},
+	"Q5_0": {"Q5_0", kernels.Q5_0, 0}, "Q5_1": {"Q5_1", kernels.Q5_1, 0},
+	"Q2_K":   {"Q2_K", kernels.Q2_K, 0},
+	"Q3_K_S": {"Q3_K_S", kernels.Q3_K, 'S'}, "Q3_K_M": {"Q3_K_M", kernels.Q3_K, 'M'}, "Q3_K_L": {"Q3_K_L", kernels.Q3_K, 'L'},
+	"Q4_K_S": {"Q4_K_S", kernels.Q4_K, 'S'}, "Q4_K_M": {"Q4_K_M", kernels.Q4_K, 'M'},
+	"Q5_K_S": {"Q5_K_S", kernels.Q5_K, 'S'}, "Q5_K_M": {"Q5_K_M", kernels.Q5_K, 'M'},
+	"Q6_K": {"Q6_K", kernels.Q6_K, 0},
+}
+
+// FileTypes lists the names ParseFileType accepts.
+func FileTypes() []string {
+	names := make([]string, 0, len(fileTypes))
+	for n := range fileTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ParseFileType looks a file type up by name, case-insensitively; "Q4_K" and
+// the like mean their _M variant, as llama-quantize takes them.
+func ParseFileType(s string) (FileType, error) {
+	u := strings.ToUpper(s)
+	if ft, ok := fileTypes[u]; ok {
+		return ft, nil
+	}
+	if ft, ok := fileTypes[u+"_M"]; ok {
+		return ft, nil
+	}
+	return FileType{}, fmt.Errorf("unknown quantization type %q (known: %s)", s, strings.Join(FileTypes(), ", "))
+}
+
+// QuantPlan chooses the format of each tensor of a model being quantized.
+type QuantPlan struct {
+	Type FileType
+	// Pure gives every quantized tensor the base format (llama-quantize --pure).
+	Pure bool
+	// Layers is the model's block count; GQA is heads / kv heads.
+	Layers, GQA int
+	// HasOutput is false when the output projection is tied to token_embd,
+	// which then gets the output's format.
+	HasOutput bool
+}
+
+// Quantized reports whether a tensor is quantized at all: norms, biases and
+// other vectors stay as they are, as llama-quantize leaves them.
+func Quantized(name string, dims []uint64) bool {
+	return len(dims) >= 2 && !strings.Contains(name, "_norm.weight")
+}
+
+// TensorType is the format of tensor name with row length rowLen, following
+// llama.cpp's mixes for llama-like models: the output projection gets Q6_K,
+// and attn_v / ffn_down of some layers get more bits in the _M/_L variants.
+// A row length the chosen k-quant cannot divide falls back to a legacy format.
+func (p QuantPlan) TensorType(name string, rowLen int) kernels.DType {
+	t := p.Type.Base
+	if p.Type.Base == kernels.F32 || p.Type.Base == kernels.F16 || p.Type.Base == kernels.BF16 {
+		return t
+	}
+	if !p.Pure {
+		t = p.mix(name, rowLen)
+	}
+	if rowLen%t.BlockSize() != 0 {
+		switch t {
+		case kernels.Q2_K, kernels.Q3_K:
+			t = kernels.Q4_0 // llama.cpp uses IQ4_NL, which we do not run
+		case kernels.Q4_K:
+			t = kernels.Q5_0
+		case kernels.Q5_K:
+			t = kernels.Q5_1
+		case kernels.Q6_K:
+			t = kernels.Q8_0
+		}
+		if rowLen%t.BlockSize() != 0 {
+			t = kernels.F16
+		}
+	}
+	return t
+}
+
+func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
+	ft, t := p.Type, p.Type.Base
+	layer, n := blockIndex(name), p.Layers
+	moreBits := func() bool { return layer < n/8 || layer >= 7*n/8 || (layer-n/8)%3 == 2 }
+	is := func(names ...string) bool {
+		for _, s := range names {
+			if ft.Name == s {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case name == OutputName || (!p.HasOutput && name == TokenEmbd):
+		if rowLen%kernels.QKK != 0 {
+			return kernels.Q8_0
+		}
+		if t != kernels.Q8_0 {
+			return kernels.Q6_K
+		}
+	case strings.Contains(name, "attn_v.weight"):
+		switch {
+		case is("Q2_K"):
+			if p.GQA >= 4 {
+				return kernels.Q4_K
+			}
+			return kernels.Q3_K
+		case is("Q3_K_M"):
+			if layer < 2 {
+				return kernels.Q5_K
+			}
+			return kernels.Q4_K
+		case is("Q3_K_L"):
+			return kernels.Q5_K
+		case is("Q4_K_M", "Q5_K_M") && moreBits():
+			return kernels.Q6_K
+		case is("Q4_K_S") && layer < 4:
+			return kernels.Q5_K
+		}
+	case strings.Contains(name, "ffn_down"):
+		switch {
+		case is("Q2_K"):
+			return kernels.Q3_K
+		case is("Q3_K_M"):
+			if layer < n/16 {
+				return kernels.Q5_K
+			}
+			return kernels.Q4_K
+		case is("Q3_K_L"):
+			return kernels.Q5_K
+		case is("Q4_K_M") && moreBits():
+			return kernels.Q6_K
+		case is("Q5_K_M") && moreBits():
+			return kernels.Q6_K
+		case is("Q4_K_S") && layer < n/8:
+			return kernels.Q5_K
+		}
+	case strings.Contains(name, "attn_output.weight"):
+		switch {
+		case is("Q2_K"):
+			return kernels.Q3_K
+		case is("Q3_K_M"):
+			return kernels.Q4_K
+		case is("Q3_K_L"):
+			return kernels.Q5_K
+		}
+	}
+	return t
+}
+
+// blockIndex is N of a "blk.N." tensor name, or -1.
+func blockIndex(name string) int {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return -1
+	}
+	num, _, _ := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return -1
+	}
+	return n
+}
