@@ -1,0 +1,153 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Matrix-vector and matrix-matrix products over weights in any format with
+// Traits, the way ggml's CPU backend does them: the activations are quantized
+// once to the format's VecDotType, then every output is one VecDot of a weight
+// row against an activation row. Weights are (rows, cols) row-major, each row
+// RowBytes(cols) bytes, as a GGUF tensor of ne = [cols, rows] is stored.
+
+// Work split of MatMul: a task is a block of matRowBlock weight rows against
+// a block of matTokBlock tokens. Within a task each weight row is read once
+// from memory and reused from cache for every token of the block; 16 rows of
+// float32 outputs fill a cache line, so workers do not write the same line.
+const (
+	matRowBlock = 16
+	matTokBlock = 32
+)
+
+// MatScratchBytes is the size of the scratch MatMul needs for n tokens of
+// cols activations against weights of type t (MatVec: n = 1). It is 0 when
+// the activations are used as they are (F32 weights), and −1 when t has no dot
+// product or cols is not a whole number of its blocks.
+func MatScratchBytes(t DType, cols, n int) int {
+	tr, ok := TraitsOf(t)
+	if !ok || n < 0 || t.RowBytes(cols) < 0 {
+		return -1
+	}
+	if tr.VecDotType == F32 {
+		return 0
+	}
+	rb := tr.VecDotType.RowBytes(cols)
+	if rb < 0 {
+		return -1
+	}
+	return n * rb
+}
+
+// MatVec sets out = W·x for the (rows, cols) matrix W of type t stored in w:
+// out[r] = Σ_c W[r,c]·x[c]. x has cols elements, out rows; scratch holds at
+// least MatScratchBytes(t, cols, 1) bytes. Rows are spread over p (nil: the
+// caller alone). It does not allocate. Wrong sizes panic.
+func MatVec(p *Pool, t DType, w []byte, rows, cols int, x, out []float32, scratch []byte) {
+	MatMul(p, t, w, rows, cols, x, 1, out, scratch)
+}
+
+// MatMul sets out = X·Wᵀ for n tokens: x is (n, cols), out is (n, rows),
+// out[j·rows + r] = Σ_c W[r,c]·x[j·cols + c]. All n activation rows are
+// quantized once into scratch (MatScratchBytes(t, cols, n) bytes); then each
+// worker takes a block of weight rows and runs it against a block of tokens,
+// so that a weight row is read from memory once per block of tokens. It does
+// not allocate. Wrong sizes panic.
+func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
+	tr, ok := TraitsOf(t)
+	if !ok {
+		panic("kernels: MatMul: no dot product for " + t.String())
+	}
+	wRow := t.RowBytes(cols)
+	need := MatScratchBytes(t, cols, n)
+	switch {
+	case rows < 0 || n < 0 || wRow < 0 || need < 0:
+		panic(fmt.Sprintf("kernels: MatMul of %v (%d, %d) by %d tokens: bad shape", t, rows, cols, n))
+	case len(w) < rows*wRow || len(x) < n*cols || len(out) < n*rows || len(scratch) < need:
+		panic(fmt.Sprintf("kernels: MatMul of %v (%d, %d) by %d tokens: got %d weight bytes (need %d), "+
+			"%d inputs (%d), %d outputs (%d), %d scratch bytes (%d)",
+			t, rows, cols, n, len(w), rows*wRow, len(x), n*cols, len(out), n*rows, len(scratch), need))
+	}
+	if rows == 0 || n == 0 {
+		return
+	}
+
+	var acts []byte
+	aRow := tr.VecDotType.RowBytes(cols)
+	if tr.VecDotType == F32 {
+		acts = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), n*cols*4)
+	} else {
+		acts = scratch[:need]
+		q := quantJob{t: tr.VecDotType, x: x, cols: cols, a: acts, aRow: aRow}
+		if p == nil || n == 1 {
+			for j := range n {
+				q.Do(j, 0)
+			}
+		} else {
+			p.mu.Lock()
+			p.quan = q
+			p.run(n, &p.quan)
+			p.quan = quantJob{}
+			p.mu.Unlock()
+		}
+	}
+
+	j := matJob{
+		vecDot: tr.VecDot,
+		w:      w, wRow: wRow,
+		a: acts, aRow: aRow,
+		rows: rows, cols: cols, n: n,
+		out:        out,
+		nTokBlocks: (n + matTokBlock - 1) / matTokBlock,
+	}
+	nTasks := (rows + matRowBlock - 1) / matRowBlock * j.nTokBlocks
+	if p == nil {
+		for task := range nTasks {
+			j.Do(task, 0)
+		}
+		return
+	}
+	p.mu.Lock()
+	p.mat = j
+	p.run(nTasks, &p.mat)
+	p.mat = matJob{} // drop the references to the caller's buffers
+	p.mu.Unlock()
+}
+
+// quantJob quantizes activation row task of x into a.
+type quantJob struct {
+	t    DType
+	x    []float32
+	cols int
+	a    []byte
+	aRow int
+}
+
+func (q *quantJob) Do(task, _ int) {
+	QuantizeActivations(q.t, q.x[task*q.cols:(task+1)*q.cols], q.a[task*q.aRow:(task+1)*q.aRow])
+}
+
+// matJob computes one block of rows against one block of tokens per task.
+type matJob struct {
+	vecDot     func(n int, w, a []byte) float32
+	w          []byte
+	wRow       int
+	a          []byte
+	aRow       int
+	rows, cols int
+	n          int
+	out        []float32
+	nTokBlocks int
+}
+
+func (j *matJob) Do(task, _ int) {
+	rb, tb := task/j.nTokBlocks, task%j.nTokBlocks
+	r0, t0 := rb*matRowBlock, tb*matTokBlock
+	r1, t1 := min(r0+matRowBlock, j.rows), min(t0+matTokBlock, j.n)
+	for r := r0; r < r1; r++ {
+		wr := j.w[r*j.wRow : (r+1)*j.wRow]
+		for t := t0; t < t1; t++ {
+			j.out[t*j.rows+r] = j.vecDot(j.cols, wr, j.a[t*j.aRow:(t+1)*j.aRow])
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Rope is a rotary position embedding as a GGUF model describes it. The pair
+// i of a head (0 ≤ i < Dims/2) turns by θ_i = FreqScale · pos · Base^(−2i/Dims)
+// / FreqFactors[i]; dimensions past Dims are left as they are.
+type Rope struct {
+	// Dims is the number of rotated dimensions of each head,
+	// rope.dimension_count (n_rot): even and at most the head size.
+	Dims int
+	// Base is rope.freq_base; 0 means 10000.
+	Base float32
+	// FreqScale multiplies every angle: 1/rope.scaling.factor under linear
+	// scaling; 0 means 1.
+	FreqScale float32
+	// NeoX pairs dimension i with i+Dims/2 (GPT-NeoX, Qwen2, Phi); otherwise
+	// 2i pairs with 2i+1 (Llama, Mistral).
+	NeoX bool
+	// FreqFactors, when set, holds Dims/2 divisors of the angles (Llama 3's
+	// rope_freqs.weight).
+	FreqFactors []float32
+}
+
+// Angles fills cos and sin, each Dims/2 long, with the cosines and sines of
+// the angles of position pos.
+//
+// The angles are made as ggml makes them, so that rotations agree with
+// llama.cpp to the last bit or two: Base^(−2/Dims) rounded to float32, and
+// θ_i by repeated float32 multiplication from θ_0 = pos. The cosines and
+// sines are taken in float64 and rounded, as a correctly rounded cosf would.
+func (r Rope) Angles(pos int, cos, sin []float32) {
+	half := r.Dims / 2
+	if r.Dims <= 0 || r.Dims%2 != 0 || len(cos) != half || len(sin) != half {
+		panic(fmt.Sprintf("kernels: Rope.Angles with Dims %d needs cos and sin of %d, got %d and %d",
+			r.Dims, half, len(cos), len(sin)))
+	}
+	if r.FreqFactors != nil && len(r.FreqFactors) < half {
+		panic(fmt.Sprintf("kernels: Rope with Dims %d has %d freq factors", r.Dims, len(r.FreqFactors)))
+	}
+	base, fs := r.Base, r.FreqScale
+	if base == 0 {
+		base = 10000
+	}
+	if fs == 0 {
+		fs = 1
+	}
+	step := float32(math.Pow(float64(base), float64(float32(-2)/float32(r.Dims))))
+	theta := float32(pos)
+	for i := range half {
+		t := theta
+		if r.FreqFactors != nil {
+			t /= r.FreqFactors[i]
+		}
+		t *= fs
+		s, c := math.Sincos(float64(t))
+		cos[i], sin[i] = float32(c), float32(s)
+		theta *= step
+	}
+}
+
+// Apply rotates every head of x, (heads, headDim) contiguous, by the angles
+// Angles made for the token's position.
+func (r Rope) Apply(x []float32, headDim int, cos, sin []float32) {
+	r.check(x, headDim, cos, sin)
+	half := r.Dims / 2
+	for h := 0; h < len(x); h += headDim {
+		if r.NeoX {
+			ropeNeox(x[h:h+half], x[h+half:h+r.Dims], cos, sin)
+		} else {
+			ropeNorm(x[h:h+r.Dims], cos, sin)
+		}
+	}
+}
+
+// applyGo is Apply with only the pure-Go twins, for tests and benchmarks.
+func (r Rope) applyGo(x []float32, headDim int, cos, sin []float32) {
+	r.check(x, headDim, cos, sin)
+	half := r.Dims / 2
+	for h := 0; h < len(x); h += headDim {
+		if r.NeoX {
+			ropeNeoxGo(x[h:h+half], x[h+half:h+r.Dims], cos, sin)
+		} else {
+			ropeNormGo(x[h:h+r.Dims], cos, sin)
+		}
+	}
+}
+
+func (r Rope) check(x []float32, headDim int, cos, sin []float32) {
+	half := r.Dims / 2
+	if r.Dims <= 0 || r.Dims%2 != 0 || r.Dims > headDim || len(x)%headDim != 0 ||
+		len(cos) != half || len(sin) != half {
+		panic(fmt.Sprintf("kernels: Rope.Apply with Dims %d to %d values in heads of %d with %d cos and %d sin",
+			r.Dims, len(x), headDim, len(cos), len(sin)))
+	}
+}
+
+// ropeNormGo rotates the adjacent pairs (x[2i], x[2i+1]).
+func ropeNormGo(x, cos, sin []float32) {
+	x = x[:2*len(cos)]
+	sin = sin[:len(cos)]
+	for i, c := range cos {
+		s := sin[i]
+		x0, x1 := x[2*i], x[2*i+1]
+		x[2*i] = x0*c - x1*s
+		x[2*i+1] = x0*s + x1*c
+	}
+}
+
+// ropeNeoxGo rotates the pairs (x0[i], x1[i]).
+func ropeNeoxGo(x0, x1, cos, sin []float32) {
+	x0, x1, sin = x0[:len(cos)], x1[:len(cos)], sin[:len(cos)]
+	for i, c := range cos {
+		s := sin[i]
+		a, b := x0[i], x1[i]
+		x0[i] = a*c - b*s
+		x1[i] = a*s + b*c
+	}
+}
