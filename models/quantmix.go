@@ -18,17 +18,19 @@ type FileType struct {
 	Base kernels.DType
 	// size picks the mix variant of the k-quants: 'S', 'M', 'L' or 0.
 	size byte
+	// llama is llama.cpp's number for it, stored as general.file_type.
+	llama uint32
 }
 
 var fileTypes = map[string]FileType{
-	"F32": {"F32", kernels.F32, 0}, "F16": {"F16", kernels.F16, 0}, "BF16": {"BF16", kernels.BF16, 0},
-	"Q8_0": {"Q8_0", kernels.Q8_0, 0}, "Q4_0": {"Q4_0", kernels.Q4_0, 0}, "Q4_1": {"Q4_1", kernels.Q4_1, 0},
-	"Q5_0": {"Q5_0", kernels.Q5_0, 0}, "Q5_1": {"Q5_1", kernels.Q5_1, 0},
-	"Q2_K":   {"Q2_K", kernels.Q2_K, 0},
-	"Q3_K_S": {"Q3_K_S", kernels.Q3_K, 'S'}, "Q3_K_M": {"Q3_K_M", kernels.Q3_K, 'M'}, "Q3_K_L": {"Q3_K_L", kernels.Q3_K, 'L'},
-	"Q4_K_S": {"Q4_K_S", kernels.Q4_K, 'S'}, "Q4_K_M": {"Q4_K_M", kernels.Q4_K, 'M'},
-	"Q5_K_S": {"Q5_K_S", kernels.Q5_K, 'S'}, "Q5_K_M": {"Q5_K_M", kernels.Q5_K, 'M'},
-	"Q6_K": {"Q6_K", kernels.Q6_K, 0},
+	"F32": {"F32", kernels.F32, 0, 0}, "F16": {"F16", kernels.F16, 0, 1}, "BF16": {"BF16", kernels.BF16, 0, 32},
+	"Q8_0": {"Q8_0", kernels.Q8_0, 0, 7}, "Q4_0": {"Q4_0", kernels.Q4_0, 0, 2}, "Q4_1": {"Q4_1", kernels.Q4_1, 0, 3},
+	"Q5_0": {"Q5_0", kernels.Q5_0, 0, 8}, "Q5_1": {"Q5_1", kernels.Q5_1, 0, 9},
+	"Q2_K":   {"Q2_K", kernels.Q2_K, 0, 10},
+	"Q3_K_S": {"Q3_K_S", kernels.Q3_K, 'S', 11}, "Q3_K_M": {"Q3_K_M", kernels.Q3_K, 'M', 12}, "Q3_K_L": {"Q3_K_L", kernels.Q3_K, 'L', 13},
+	"Q4_K_S": {"Q4_K_S", kernels.Q4_K, 'S', 14}, "Q4_K_M": {"Q4_K_M", kernels.Q4_K, 'M', 15},
+	"Q5_K_S": {"Q5_K_S", kernels.Q5_K, 'S', 16}, "Q5_K_M": {"Q5_K_M", kernels.Q5_K, 'M', 17},
+	"Q6_K": {"Q6_K", kernels.Q6_K, 0, 18},
 }
 
 // FileTypes lists the names ParseFileType accepts.
