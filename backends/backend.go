@@ -1,0 +1,117 @@
+package backends
+
+import (
+	"errors"
+
+	"github.com/ruvllm/ruvllm/kvcache"
+)
+
+// Errors a Backend wraps so that callers can tell them apart with errors.Is.
+var (
+	// ErrContextFull means a step would take a sequence past its MaxLen.
+	ErrContextFull = errors.New("backends: sequence is full")
+	// ErrClosed means a sequence or backend was used after Close.
+	ErrClosed = errors.New("backends: use after close")
+)
+
+// Backend runs the forward pass of one loaded model over batches of tokens.
+//
+// A Backend is driven by one goroutine at a time (the engine's scheduler):
+// Forward and the methods of the sequences it created must not run
+// concurrently. The backend parallelises each call internally.
+type Backend interface {
+	// Model describes the loaded model.
+	Model() ModelInfo
+	// NewSequence creates an empty sequence with its own KV cache, sized
+	// once for opts.MaxLen tokens.
+	NewSequence(opts SequenceOptions) (Sequence, error)
+	// Forward appends each step's tokens to its sequence, runs the model
+	// over all of them in one pass, and writes the outputs each step asks for
+	// into its buffers. Steps may mix a prefill chunk of one sequence with
+	// single decode tokens of others; a sequence appears at most once per
+	// call. Every step is checked before any work is done: on an error no
+	// sequence has changed.
+	Forward(steps []Step) error
+	// Close releases the backend; it and its sequences must not be used after.
+	Close() error
+}
+
+// ModelInfo is what a caller needs to size buffers and report the model.
+type ModelInfo struct {
+	Arch          string // general.architecture, as "llama" or "qwen2"
+	Name          string // general.name, may be empty
+	VocabSize     int    // length of one row of logits
+	Dim           int    // length of one row of hidden states
+	Layers        int    // transformer blocks
+	ContextLength int    // context the model was trained with
+}
+
+// SequenceOptions configure a new sequence.
+type SequenceOptions struct {
+	// MaxLen is the most tokens the sequence can hold; 0 means the model's
+	// trained context length.
+	MaxLen int
+	// KV is the precision of the cached keys and values; the zero value is
+	// F16, llama.cpp's default.
+	KV kvcache.Precision
+}
+
+// Sequence is one token stream and its KV cache: the prompt and generated
+// tokens of one request. Positions are implicit: the next token a step
+// appends sits at position Len().
+type Sequence interface {
+	// Len is the number of tokens whose keys and values are cached.
+	Len() int
+	// MaxLen is the most tokens the sequence can hold.
+	MaxLen() int
+	// Tokens are the cached tokens, in order. The slice is the sequence's
+	// own: read it, don't keep or change it.
+	Tokens() []int
+	// Truncate keeps the first n tokens and forgets the rest, so that a new
+	// prompt sharing a prefix with the cached tokens recomputes only the
+	// part that differs.
+	Truncate(n int) error
+	// Reset forgets every token; the memory stays allocated for reuse.
+	Reset()
+	// CacheBytes is the memory the KV cache holds.
+	CacheBytes() int64
+	// Close releases the KV cache; the sequence must not be used after.
+	Close() error
+}
+
+// Outputs says which tokens of a step produce outputs.
+type Outputs int
+
+const (
+	// LastToken produces outputs for the step's last token only, as a
+	// prefill chunk before sampling or a decode step needs.
+	LastToken Outputs = iota
+	// AllTokens produces outputs for every token of the step, as
+	// perplexity, prompt logprobs and embeddings need.
+	AllTokens
+)
+
+// Step is the work Forward does for one sequence: append Tokens and compute
+// the outputs asked for. n below is 1 for LastToken and len(Tokens) for
+// AllTokens; a nil buffer means that output is not wanted. Buffers are the
+// caller's and are reused across calls, so a decode step allocates nothing.
+type Step struct {
+	Seq     Sequence
+	Tokens  []int // at least one; ids in [0, VocabSize)
+	Outputs Outputs
+	// Logits (n, VocabSize) receives the unnormalised next-token scores of
+	// the chosen tokens, row after row.
+	Logits []float32
+	// Hidden (n, Dim) receives the final normalised hidden states of the
+	// chosen tokens (what the output projection would multiply), for
+	// embeddings.
+	Hidden []float32
+}
+
+// OutputRows is n: the number of rows Logits and Hidden must have.
+func (s *Step) OutputRows() int {
+	if s.Outputs == AllTokens {
+		return len(s.Tokens)
+	}
+	return 1
+}

@@ -1,0 +1,54 @@
+package native
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ruvllm/ruvllm/backends"
+)
+
+var benchModels = [][]string{
+	{"models", "stories260K.gguf"},
+	{"models", "mini", "mini-llama-Q4_K_M.gguf"},
+	{"models", "mini", "mini-llama-Q8_0.gguf"},
+}
+
+// BenchmarkForward measures prefill (a 128-token prompt in one call) and
+// decode (one token per call, with up to 256 tokens of context) throughput
+// in tokens per second.
+func BenchmarkForward(b *testing.B) {
+	const prompt, ctx = 128, 256
+	for _, m := range benchModels {
+		for _, threads := range []int{1, 2} {
+			name := fmt.Sprintf("%s/threads=%d", m[len(m)-1], threads)
+			be := open(b, Options{Threads: threads}, m...)
+			vocab := be.Model().VocabSize
+			logits := make([]float32, vocab)
+			toks := make([]int, prompt)
+			for i := range toks {
+				toks[i] = (i*7 + 1) % vocab
+			}
+			seq := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
+			b.Run(name+"/prefill", func(b *testing.B) {
+				for b.Loop() {
+					seq.Reset()
+					forward(b, be, backends.Step{Seq: seq, Tokens: toks, Logits: logits})
+				}
+				b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+			b.Run(name+"/decode", func(b *testing.B) {
+				seq.Reset()
+				step := []backends.Step{{Seq: seq, Tokens: []int{1}, Logits: logits}}
+				for b.Loop() {
+					if seq.Len() == ctx {
+						seq.Reset()
+					}
+					if err := be.Forward(step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			})
+		}
+	}
+}

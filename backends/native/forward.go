@@ -1,0 +1,227 @@
+package native
+
+import (
+	"fmt"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kernels"
+)
+
+// segment is a run of consecutive tokens of one sequence within a pass.
+type segment struct {
+	seq  *sequence
+	step int // index of the step the tokens come from
+	tok0 int // index of the first token in the step's Tokens
+	n    int // number of tokens
+	row0 int // row of the first token in the pass's buffers
+	pos0 int // position of the first token in the sequence
+}
+
+// outRow is a token of a pass whose outputs a step wants.
+type outRow struct {
+	row  int // in the pass's buffers
+	step int
+	dst  int // row of the step's Logits and Hidden
+}
+
+// Forward implements backends.Backend. Steps are packed in order into
+// passes of up to MaxBatch tokens; a step longer than the room left is split
+// over passes, which is exact because a pass commits its keys and values
+// before the next one starts.
+func (b *Backend) Forward(steps []backends.Step) error {
+	if err := b.check(steps); err != nil {
+		return err
+	}
+	bf := &b.buf
+	bf.segs, bf.outs = bf.segs[:0], bf.outs[:0]
+	rows := 0
+	for i := range steps {
+		st := &steps[i]
+		s := st.Seq.(*sequence)
+		wants := st.Logits != nil || st.Hidden != nil
+		for tok := 0; tok < len(st.Tokens); {
+			if rows == b.maxBatch {
+				b.pass(steps, rows)
+				bf.segs, bf.outs = bf.segs[:0], bf.outs[:0]
+				rows = 0
+			}
+			n := min(len(st.Tokens)-tok, b.maxBatch-rows)
+			bf.segs = append(bf.segs, segment{seq: s, step: i, tok0: tok, n: n, row0: rows, pos0: len(s.tokens)})
+			switch {
+			case !wants:
+			case st.Outputs == backends.AllTokens:
+				for j := range n {
+					bf.outs = append(bf.outs, outRow{row: rows + j, step: i, dst: tok + j})
+				}
+			case tok+n == len(st.Tokens):
+				bf.outs = append(bf.outs, outRow{row: rows + n - 1, step: i, dst: 0})
+			}
+			tok += n
+			rows += n
+		}
+	}
+	if rows > 0 {
+		b.pass(steps, rows)
+	}
+	return nil
+}
+
+// check validates every step before Forward changes anything.
+func (b *Backend) check(steps []backends.Step) error {
+	if b.closed {
+		return backends.ErrClosed
+	}
+	b.call++
+	vocab, dim := b.cfg.VocabSize, b.cfg.Dim
+	for i := range steps {
+		st := &steps[i]
+		s, ok := st.Seq.(*sequence)
+		switch {
+		case !ok || s == nil || s.owner != b:
+			return fmt.Errorf("native: step %d: the sequence was not made by this backend", i)
+		case s.cache == nil:
+			return fmt.Errorf("native: step %d: %w", i, backends.ErrClosed)
+		case s.call == b.call:
+			return fmt.Errorf("native: step %d: the sequence appears twice in one call", i)
+		case len(st.Tokens) == 0:
+			return fmt.Errorf("native: step %d has no tokens", i)
+		case len(s.tokens)+len(st.Tokens) > cap(s.tokens):
+			return fmt.Errorf("native: step %d: %d tokens after %d do not fit in %d: %w",
+				i, len(st.Tokens), len(s.tokens), cap(s.tokens), backends.ErrContextFull)
+		case st.Outputs != backends.LastToken && st.Outputs != backends.AllTokens:
+			return fmt.Errorf("native: step %d: unknown outputs %d", i, st.Outputs)
+		}
+		s.call = b.call
+		for _, t := range st.Tokens {
+			if t < 0 || t >= vocab {
+				return fmt.Errorf("native: step %d: token %d is outside the vocabulary of %d", i, t, vocab)
+			}
+		}
+		n := st.OutputRows()
+		if st.Logits != nil && len(st.Logits) != n*vocab {
+			return fmt.Errorf("native: step %d: logits buffer of %d floats, want %d×%d", i, len(st.Logits), n, vocab)
+		}
+		if st.Hidden != nil && len(st.Hidden) != n*dim {
+			return fmt.Errorf("native: step %d: hidden buffer of %d floats, want %d×%d", i, len(st.Hidden), n, dim)
+		}
+	}
+	return nil
+}
+
+// pass runs the model over the n tokens of b.buf.segs, appends them to
+// their sequences, and writes the outputs b.buf.outs asks for.
+func (b *Backend) pass(steps []backends.Step, n int) {
+	bf, dim, half := &b.buf, b.cfg.Dim, b.cfg.RopeDim/2
+	embed, _ := kernels.TraitsOf(b.w.tokEmbd.typ)
+	for i, sg := range bf.segs {
+		for j, t := range steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n] {
+			r := sg.row0 + j
+			bf.rowSeg[r] = int32(i)
+			embed.DequantizeRow(b.w.tokEmbd.row(t), bf.x[r*dim:(r+1)*dim])
+			b.rope.Angles(sg.pos0+j, bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half])
+		}
+	}
+	for l := range b.w.layers {
+		b.block(l, n)
+	}
+	for _, sg := range bf.segs {
+		if err := sg.seq.cache.Extend(sg.n); err != nil {
+			panic(err) // check made room for every token
+		}
+		sg.seq.tokens = append(sg.seq.tokens, steps[sg.step].Tokens[sg.tok0:sg.tok0+sg.n]...)
+	}
+	b.outputs(steps)
+}
+
+// block runs transformer block l over the n tokens of the pass, updating the
+// residual stream b.buf.x in place.
+func (b *Backend) block(l, n int) {
+	ly, bf, cfg := &b.w.layers[l], &b.buf, b.cfg
+	dim, hd, half := cfg.Dim, cfg.HeadDim, cfg.RopeDim/2
+	qDim, kvDim := cfg.Heads*hd, cfg.KVHeads*hd
+	x, xn := bf.x[:n*dim], bf.xn[:n*dim]
+	q, k, v, att := bf.q[:n*qDim], bf.k[:n*kvDim], bf.v[:n*kvDim], bf.att[:n*qDim]
+
+	// Attention: x += Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv)
+	b.rmsNorm(xn, x, ly.attnNorm, n)
+	b.linear(&ly.wq, xn, n, q, ly.bq)
+	b.linear(&ly.wk, xn, n, k, ly.bk)
+	b.linear(&ly.wv, xn, n, v, ly.bv)
+	for r := range n {
+		cos, sin := bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half]
+		b.rope.Apply(q[r*qDim:(r+1)*qDim], hd, cos, sin)
+		b.rope.Apply(k[r*kvDim:(r+1)*kvDim], hd, cos, sin)
+	}
+	for _, sg := range bf.segs {
+		r0, r1 := sg.row0, sg.row0+sg.n
+		sg.seq.cache.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
+	}
+	b.attnJob.layer = l
+	b.pool.Run(n*cfg.Heads, &b.attnJob)
+	proj := bf.proj[:n*dim]
+	b.linear(&ly.wo, att, n, proj, nil)
+	kernels.Add(x, x, proj)
+
+	// Feed-forward: x += Wdown·(silu(Wgate·xn) ⊙ Wup·xn)
+	b.rmsNorm(xn, x, ly.ffnNorm, n)
+	gate, up := bf.gate[:n*cfg.FFN], bf.up[:n*cfg.FFN]
+	b.linear(&ly.gate, xn, n, gate, nil)
+	b.linear(&ly.up, xn, n, up, nil)
+	kernels.SwiGLU(gate, gate, up)
+	b.linear(&ly.down, gate, n, proj, nil)
+	kernels.Add(x, x, proj)
+}
+
+// linear sets out (n, rows) = x (n, cols) · Wᵀ + bias: the one place a
+// linear layer is computed, so that per-sequence adapters can be added next
+// to it. The activations are quantized to W's dot-product format first, as
+// llama.cpp does. A single token is a matrix-vector product.
+func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []float32) {
+	x, out = x[:n*w.cols], out[:n*w.rows]
+	if n == 1 {
+		kernels.MatVec(b.pool, w.typ, w.data, w.rows, w.cols, x, out, b.buf.quant)
+	} else {
+		kernels.MatMul(b.pool, w.typ, w.data, w.rows, w.cols, x, n, out, b.buf.quant)
+	}
+	if bias != nil {
+		for r := range n {
+			o := out[r*w.rows : (r+1)*w.rows]
+			kernels.Add(o, o, bias)
+		}
+	}
+}
+
+// rmsNorm normalises each of the n rows of x into dst and scales it by w.
+func (b *Backend) rmsNorm(dst, x, w []float32, n int) {
+	dim := b.cfg.Dim
+	for r := range n {
+		kernels.RMSNorm(dst[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], w, b.cfg.NormEps)
+	}
+}
+
+// outputs applies the final norm to the tokens in b.buf.outs, copies their
+// hidden states out, and projects those whose step wants logits, a chunk of
+// rows at a time.
+func (b *Backend) outputs(steps []backends.Step) {
+	bf, dim, vocab := &b.buf, b.cfg.Dim, b.cfg.VocabSize
+	nl := 0 // rows wanting logits, gathered at the front of xn
+	for _, o := range bf.outs {
+		h := bf.xn[nl*dim : (nl+1)*dim]
+		kernels.RMSNorm(h, bf.x[o.row*dim:(o.row+1)*dim], b.w.outNorm, b.cfg.NormEps)
+		st := &steps[o.step]
+		if st.Hidden != nil {
+			copy(st.Hidden[o.dst*dim:(o.dst+1)*dim], h)
+		}
+		if st.Logits != nil {
+			bf.outs[nl] = o
+			nl++
+		}
+	}
+	for c0 := 0; c0 < nl; c0 += logitsChunk {
+		c1 := min(c0+logitsChunk, nl)
+		b.linear(&b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil)
+		for i, o := range bf.outs[c0:c1] {
+			copy(steps[o.step].Logits[o.dst*vocab:(o.dst+1)*vocab], bf.logits[i*vocab:(i+1)*vocab])
+		}
+	}
+}

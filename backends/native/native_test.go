@@ -1,0 +1,316 @@
+package native
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kvcache"
+)
+
+// models the structural tests run on: a trained F32 llama, quantized llama
+// (k-quants and Q6_K output), and qwen2 with biases and NeoX RoPE.
+var testModels = [][]string{
+	{"models", "stories260K.gguf"},
+	{"models", "mini", "mini-llama-Q4_K_M.gguf"},
+	{"models", "mini", "mini-qwen2-Q8_0.gguf"},
+}
+
+// naiveTolerance is how far from the float64 implementation a model's
+// outputs may be, relative to their largest magnitude: float32 sums for F32
+// weights; for quantized weights, activations are re-quantized at every
+// layer, so a one-ulp difference can move a value by a quantization step.
+func naiveTolerance(model string) float64 {
+	if model == "stories260K.gguf" {
+		return 1e-4
+	}
+	return 2e-2
+}
+
+func newSeq(t testing.TB, b *Backend, opts backends.SequenceOptions) backends.Sequence {
+	t.Helper()
+	s, err := b.NewSequence(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func forward(t testing.TB, b *Backend, steps ...backends.Step) {
+	t.Helper()
+	if err := b.Forward(steps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closeRel fails unless got and want agree within tol relative to the
+// largest magnitude of want.
+func closeRel(t *testing.T, what string, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	scale := 0.0
+	for _, w := range want {
+		scale = max(scale, math.Abs(float64(w)))
+	}
+	for i := range got {
+		if d := math.Abs(float64(got[i] - want[i])); d > tol*max(scale, 1e-6) || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s[%d] = %g, want %g (tolerance %g of %g)", what, i, got[i], want[i], tol, scale)
+		}
+	}
+}
+
+var promptA = []int{1, 403, 407, 261, 378, 432, 383, 286}
+var promptB = []int{1, 291, 376}
+
+// alone runs prompt in one step with every token's logits, then decodes
+// the tokens of next one by one, on a fresh sequence.
+func alone(t *testing.T, b *Backend, prompt, next []int) (prefill, decode []float32) {
+	vocab := b.Model().VocabSize
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+	prefill = make([]float32, len(prompt)*vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: prompt, Outputs: backends.AllTokens, Logits: prefill})
+	for _, tok := range next {
+		l := make([]float32, vocab)
+		forward(t, b, backends.Step{Seq: s, Tokens: []int{tok}, Logits: l})
+		decode = append(decode, l...)
+	}
+	return prefill, decode
+}
+
+// TestBatchedEqualsAlone forwards two sequences of different lengths in one
+// call, then a decode token of one beside a prefill chunk of the other, and
+// compares every logit with each sequence run alone.
+func TestBatchedEqualsAlone(t *testing.T) {
+	for _, m := range testModels {
+		t.Run(m[len(m)-1], func(t *testing.T) {
+			b := open(t, Options{Threads: 2}, m...)
+			vocab := b.Model().VocabSize
+			wantA, wantADecode := alone(t, b, promptA, []int{432})
+			wantB, _ := alone(t, b, append(append([]int{}, promptB...), promptA[1:6]...), nil)
+
+			a := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+			bs := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+			gotA := make([]float32, len(promptA)*vocab)
+			gotB := make([]float32, len(promptB)*vocab)
+			forward(t, b,
+				backends.Step{Seq: a, Tokens: promptA, Outputs: backends.AllTokens, Logits: gotA},
+				backends.Step{Seq: bs, Tokens: promptB, Outputs: backends.AllTokens, Logits: gotB})
+			closeRel(t, "A prefill", gotA, wantA, 1e-4)
+			closeRel(t, "B prefill", gotB, wantB[:len(gotB)], 1e-4)
+
+			// Mixed: A decodes one token while B prefills five more.
+			decA := make([]float32, vocab)
+			restB := make([]float32, 5*vocab)
+			forward(t, b,
+				backends.Step{Seq: bs, Tokens: promptA[1:6], Outputs: backends.AllTokens, Logits: restB},
+				backends.Step{Seq: a, Tokens: []int{432}, Logits: decA})
+			closeRel(t, "A decode", decA, wantADecode, 1e-4)
+			closeRel(t, "B second chunk", restB, wantB[len(gotB):], 1e-4)
+			if a.Len() != len(promptA)+1 || bs.Len() != len(promptB)+5 {
+				t.Fatalf("lengths %d and %d after the calls", a.Len(), bs.Len())
+			}
+		})
+	}
+}
+
+// TestPrefillEqualsTokenByToken checks that a prompt in one batch, in
+// micro-batches of 3, and one token per call give the same logits.
+func TestPrefillEqualsTokenByToken(t *testing.T) {
+	for _, m := range testModels {
+		t.Run(m[len(m)-1], func(t *testing.T) {
+			b := open(t, Options{Threads: 2}, m...)
+			small := open(t, Options{Threads: 1, MaxBatch: 3}, m...)
+			vocab := b.Model().VocabSize
+			batched, _ := alone(t, b, promptA, nil)
+			split, _ := alone(t, small, promptA, nil)
+			closeRel(t, "micro-batches of 3", split, batched, 1e-4)
+			_, single := alone(t, b, promptA[:1], promptA[1:])
+			// single holds the logits after tokens 1..n-1, batched after 0..n-1.
+			closeRel(t, "token by token", single, batched[vocab:], 1e-4)
+		})
+	}
+}
+
+// TestAgainstNaive compares logits and hidden states of every prompt
+// token with the plain float64 implementation in naive_test.go.
+func TestAgainstNaive(t *testing.T) {
+	for _, m := range testModels {
+		t.Run(m[len(m)-1], func(t *testing.T) {
+			b := open(t, Options{Threads: 2}, m...)
+			info := b.Model()
+			for _, kv := range []kvcache.Precision{kvcache.F16, kvcache.F32} {
+				s := newSeq(t, b, backends.SequenceOptions{MaxLen: 16, KV: kv})
+				logits := make([]float32, len(promptA)*info.VocabSize)
+				hidden := make([]float32, len(promptA)*info.Dim)
+				forward(t, b, backends.Step{Seq: s, Tokens: promptA, Outputs: backends.AllTokens, Logits: logits, Hidden: hidden})
+				nv := newNaive(b, true, kv == kvcache.F16)
+				for i, tok := range promptA {
+					wl, wh := nv.step(tok)
+					tol := naiveTolerance(m[len(m)-1])
+					closeRel(t, kv.String()+" logits", logits[i*info.VocabSize:(i+1)*info.VocabSize], wl, tol)
+					closeRel(t, kv.String()+" hidden", hidden[i*info.Dim:(i+1)*info.Dim], wh, tol)
+				}
+			}
+		})
+	}
+}
+
+// TestOutputsSelection checks LastToken against AllTokens, hidden-only
+// steps, and a step with no outputs at all.
+func TestOutputsSelection(t *testing.T) {
+	b := open(t, Options{Threads: 2}, "models", "stories260K.gguf")
+	info := b.Model()
+	all := make([]float32, len(promptA)*info.VocabSize)
+	allH := make([]float32, len(promptA)*info.Dim)
+	forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{}), Tokens: promptA,
+		Outputs: backends.AllTokens, Logits: all, Hidden: allH})
+
+	last := make([]float32, info.VocabSize)
+	lastH := make([]float32, info.Dim)
+	forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{}), Tokens: promptA, Logits: last, Hidden: lastH})
+	n := len(promptA)
+	closeRel(t, "last logits", last, all[(n-1)*info.VocabSize:], 0)
+	closeRel(t, "last hidden", lastH, allH[(n-1)*info.Dim:], 0)
+
+	onlyH := make([]float32, len(promptA)*info.Dim)
+	quiet := newSeq(t, b, backends.SequenceOptions{})
+	forward(t, b,
+		backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{}), Tokens: promptA, Outputs: backends.AllTokens, Hidden: onlyH},
+		backends.Step{Seq: quiet, Tokens: promptA})
+	closeRel(t, "hidden without logits", onlyH, allH, 0)
+	if quiet.Len() != n {
+		t.Fatalf("a step without outputs left Len %d, want %d", quiet.Len(), n)
+	}
+}
+
+// TestTruncateReusesPrefix checks that truncating and re-feeding a
+// different suffix gives the logits of a fresh sequence.
+func TestTruncateReusesPrefix(t *testing.T) {
+	b := open(t, Options{Threads: 2}, "models", "mini", "mini-llama-Q8_0.gguf")
+	vocab := b.Model().VocabSize
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+	forward(t, b, backends.Step{Seq: s, Tokens: promptA})
+	if err := s.Truncate(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Tokens(); len(got) != 3 || got[2] != promptA[2] {
+		t.Fatalf("Tokens() after Truncate(3) = %v", got)
+	}
+	suffix := []int{291, 376, 400}
+	got := make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: suffix, Logits: got})
+
+	want := make([]float32, vocab)
+	fresh := append(append([]int{}, promptA[:3]...), suffix...)
+	forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{MaxLen: 32}), Tokens: fresh, Logits: want})
+	closeRel(t, "after truncate", got, want, 0)
+
+	s.Reset()
+	if s.Len() != 0 || len(s.Tokens()) != 0 {
+		t.Fatalf("Reset left %d tokens", s.Len())
+	}
+	if err := s.Truncate(1); err == nil {
+		t.Fatal("Truncate past Len succeeded")
+	}
+}
+
+// TestForwardRejects checks that bad steps are errors that change nothing.
+func TestForwardRejects(t *testing.T) {
+	b := open(t, Options{Threads: 1}, "models", "stories260K.gguf")
+	other := open(t, Options{Threads: 1}, "models", "stories260K.gguf")
+	info := b.Model()
+	good := newSeq(t, b, backends.SequenceOptions{MaxLen: 8})
+	forward(t, b, backends.Step{Seq: good, Tokens: []int{1, 2}})
+	closed := newSeq(t, b, backends.SequenceOptions{MaxLen: 8})
+	closed.Close()
+	foreign := newSeq(t, other, backends.SequenceOptions{MaxLen: 8})
+
+	cases := []struct {
+		name  string
+		steps []backends.Step
+		is    error
+	}{
+		{"nil sequence", []backends.Step{{Tokens: []int{1}}}, nil},
+		{"foreign sequence", []backends.Step{{Seq: foreign, Tokens: []int{1}}}, nil},
+		{"closed sequence", []backends.Step{{Seq: closed, Tokens: []int{1}}}, backends.ErrClosed},
+		{"no tokens", []backends.Step{{Seq: good}}, nil},
+		{"negative token", []backends.Step{{Seq: good, Tokens: []int{-1}}}, nil},
+		{"token past vocab", []backends.Step{{Seq: good, Tokens: []int{info.VocabSize}}}, nil},
+		{"too long", []backends.Step{{Seq: good, Tokens: make([]int, 7)}}, backends.ErrContextFull},
+		{"twice", []backends.Step{{Seq: good, Tokens: []int{1}}, {Seq: good, Tokens: []int{1}}}, nil},
+		{"short logits", []backends.Step{{Seq: good, Tokens: []int{1}, Logits: make([]float32, info.VocabSize-1)}}, nil},
+		{"logits for last, all wanted", []backends.Step{{Seq: good, Tokens: []int{1, 2}, Outputs: backends.AllTokens,
+			Logits: make([]float32, info.VocabSize)}}, nil},
+		{"long hidden", []backends.Step{{Seq: good, Tokens: []int{1}, Hidden: make([]float32, info.Dim+1)}}, nil},
+		{"unknown outputs", []backends.Step{{Seq: good, Tokens: []int{1}, Outputs: 7}}, nil},
+		// The first step is fine; the second's error must leave it undone.
+		{"second step bad", []backends.Step{{Seq: foreign, Tokens: []int{1}}, {Seq: good, Tokens: []int{-5}}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := b.Forward(c.steps)
+			if err == nil {
+				t.Fatal("Forward succeeded")
+			}
+			if c.is != nil && !errors.Is(err, c.is) {
+				t.Fatalf("error %v is not %v", err, c.is)
+			}
+			if good.Len() != 2 {
+				t.Fatalf("a failed Forward changed Len to %d", good.Len())
+			}
+		})
+	}
+	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: info.ContextLength + 1}); err == nil {
+		t.Fatal("a sequence longer than the context was made")
+	}
+	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: -1}); err == nil {
+		t.Fatal("a sequence of negative length was made")
+	}
+	b.Close()
+	if err := b.Forward([]backends.Step{{Seq: good, Tokens: []int{1}}}); !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("Forward after Close: %v", err)
+	}
+}
+
+// TestDecodeAllocatesNothing is the house rule for the hot path.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	for _, threads := range []int{1, 2} {
+		b := open(t, Options{Threads: threads}, "models", "mini", "mini-llama-Q4_K_M.gguf")
+		vocab := b.Model().VocabSize
+		s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512})
+		s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.F32})
+		l1, l2 := make([]float32, vocab), make([]float32, vocab)
+		forward(t, b, backends.Step{Seq: s1, Tokens: promptA, Logits: l1}, backends.Step{Seq: s2, Tokens: promptB, Logits: l2})
+		one := []backends.Step{{Seq: s1, Tokens: []int{1}, Logits: l1}}
+		two := []backends.Step{{Seq: s1, Tokens: []int{1}, Logits: l1}, {Seq: s2, Tokens: []int{2}, Logits: l2}}
+		for name, steps := range map[string][]backends.Step{"one sequence": one, "two sequences": two} {
+			allocs := testing.AllocsPerRun(20, func() {
+				if err := b.Forward(steps); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%d threads, %s: a decode step allocates %.1f times", threads, name, allocs)
+			}
+		}
+	}
+}
+
+func TestModelInfo(t *testing.T) {
+	b := open(t, Options{Threads: 3}, "models", "mini", "mini-qwen2-Q4_K_M.gguf")
+	info := b.Model()
+	if info.Arch != "qwen2" || info.VocabSize != 512 || info.Dim != 256 || info.Layers != 4 || info.ContextLength != 512 {
+		t.Fatalf("Model() = %+v", info)
+	}
+	if b.Threads() != 3 {
+		t.Fatalf("Threads() = %d, want 3", b.Threads())
+	}
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 100})
+	// 4 layers × 4 kv heads × 32 dims × 100 positions × (k + v) × 2 bytes.
+	if want := int64(4 * 4 * 32 * 100 * 2 * 2); s.CacheBytes() != want || s.MaxLen() != 100 {
+		t.Fatalf("CacheBytes() = %d (want %d), MaxLen() = %d", s.CacheBytes(), want, s.MaxLen())
+	}
+}

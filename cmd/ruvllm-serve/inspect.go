@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/gguf"
+)
+
+func init() {
+	register("inspect", "print a GGUF file's architecture, hyperparameters, tokenizer, template and tensors", runInspect)
+}
+
+type inspectTensor struct {
+	Name  string   `json:"name"`
+	Type  string   `json:"type"`
+	Shape []uint64 `json:"shape"`
+	Bytes uint64   `json:"bytes"`
+}
+
+type inspectReport struct {
+	Path         string          `json:"path"`
+	Version      uint32          `json:"gguf_version"`
+	Architecture string          `json:"architecture"`
+	Config       *models.Config  `json:"hyperparameters,omitempty"`
+	ConfigError  string          `json:"hyperparameters_error,omitempty"`
+	Tokenizer    map[string]any  `json:"tokenizer"`
+	ChatTemplate string          `json:"chat_template,omitempty"`
+	Metadata     map[string]any  `json:"metadata"`
+	Tensors      []inspectTensor `json:"tensors"`
+	TotalBytes   uint64          `json:"tensor_bytes"`
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("inspect", "--model PATH [--json]")
+	model := fs.String("model", "", "GGUF file")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := fs.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	if *model == "" && len(pos) == 1 {
+		*model = pos[0]
+	}
+	if *model == "" {
+		return fmt.Errorf("%w: --model PATH is required", errUsage)
+	}
+	f, err := gguf.Open(*model)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := inspectReport{Path: *model, Version: f.Version, Metadata: map[string]any{}, Tokenizer: map[string]any{}}
+	r.Architecture, _ = f.GetString("general.architecture")
+	if c, err := models.ReadConfig(f); err == nil {
+		r.Config = c
+	} else {
+		r.ConfigError = err.Error()
+	}
+	r.ChatTemplate, _ = f.GetString("tokenizer.chat_template")
+	for _, kv := range f.KV {
+		switch {
+		case kv.Key == "tokenizer.chat_template":
+		case strings.HasPrefix(kv.Key, "tokenizer.ggml."):
+			k := strings.TrimPrefix(kv.Key, "tokenizer.ggml.")
+			if kv.Value.Len() > 0 {
+				r.Tokenizer[k] = fmt.Sprintf("[%d × %v]", kv.Value.Len(), kv.Value.Elem)
+			} else {
+				r.Tokenizer[k] = kv.Value.Any()
+			}
+		case kv.Value.Len() > 16:
+			r.Metadata[kv.Key] = fmt.Sprintf("[%d × %v]", kv.Value.Len(), kv.Value.Elem)
+		default:
+			r.Metadata[kv.Key] = kv.Value.Any()
+		}
+	}
+	for _, t := range f.Tensors {
+		r.Tensors = append(r.Tensors, inspectTensor{Name: t.Name, Type: t.Type.String(), Shape: t.Dims, Bytes: t.Size})
+		r.TotalBytes += t.Size
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	printInspect(stdout, f, &r)
+	return nil
+}
+
+func printInspect(w io.Writer, f *gguf.File, r *inspectReport) {
+	fmt.Fprintf(w, "file:          %s (GGUF v%d, %d metadata keys, %d tensors, %s of tensor data)\n",
+		r.Path, r.Version, len(f.KV), len(r.Tensors), humanBytes(r.TotalBytes))
+	fmt.Fprintf(w, "architecture:  %s\n", r.Architecture)
+	if c := r.Config; c != nil {
+		fmt.Fprintf(w, "hyperparameters:\n")
+		fmt.Fprintf(w, "  context %d, dim %d, layers %d, ffn %d, heads %d, kv heads %d, head dim %d, vocab %d\n",
+			c.ContextLength, c.Dim, c.Layers, c.FFN, c.Heads, c.KVHeads, c.HeadDim, c.VocabSize)
+		fmt.Fprintf(w, "  rms eps %g, rope %s base %g dims %d scale %g, attention bias %v, tied output %v\n",
+			c.NormEps, c.Rope, c.RopeBase, c.RopeDim, c.RopeScale, c.AttnBias, c.TiedOutput)
+	} else {
+		fmt.Fprintf(w, "hyperparameters: %s\n", r.ConfigError)
+	}
+	fmt.Fprintf(w, "tokenizer:\n")
+	keys := make([]string, 0, len(r.Tokenizer))
+	for k := range r.Tokenizer {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-24s %v\n", k, r.Tokenizer[k])
+	}
+	if r.ChatTemplate != "" {
+		first, _, _ := strings.Cut(r.ChatTemplate, "\n")
+		if len(first) > 100 {
+			first = first[:100] + "…"
+		}
+		fmt.Fprintf(w, "chat template: %d bytes: %s\n", len(r.ChatTemplate), first)
+	} else {
+		fmt.Fprintf(w, "chat template: none (ChatML is used)\n")
+	}
+	fmt.Fprintf(w, "metadata:\n")
+	for _, kv := range f.KV {
+		if v, ok := r.Metadata[kv.Key]; ok {
+			fmt.Fprintf(w, "  %-40s %v\n", kv.Key, v)
+		}
+	}
+	fmt.Fprintf(w, "tensors:\n  %-32s %-8s %-20s %s\n", "name", "type", "shape", "bytes")
+	for _, t := range r.Tensors {
+		fmt.Fprintf(w, "  %-32s %-8s %-20s %d\n", t.Name, t.Type, fmt.Sprint(t.Shape), t.Bytes)
+	}
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

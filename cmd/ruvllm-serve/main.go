@@ -1,0 +1,160 @@
+// Command ruvllm-serve is ruvllm's one binary: the OpenAI-compatible server
+// (the default subcommand) and the tools around it — tokenize, chat-template,
+// inspect, generate, perplexity, quantize, synth and bench.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// version is stamped into responses (system_fingerprint) and logs.
+var version = "0.1.0-dev"
+
+// command is one subcommand: run gets the arguments after its name.
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(args []string, stdout, stderr io.Writer) error) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+// errUsage marks an error whose message already explains the usage problem;
+// the exit status is 2 as flag's own errors are.
+var errUsage = errors.New("usage")
+
+func main() {
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	name := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if name == "help" || name == "-h" || name == "--help" {
+		usage(stdout)
+		return 0
+	}
+	if name == "version" {
+		fmt.Fprintln(stdout, "ruvllm-serve", version)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "ruvllm-serve: unknown command %q\n", name)
+		usage(stderr)
+		return 2
+	}
+	setupLogging(stderr)
+	if err := cmd.run(args, stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "ruvllm-serve %s: %v\n", name, err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: ruvllm-serve [command] [flags]   (the default command is serve)")
+	fmt.Fprintln(w, "commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "run 'ruvllm-serve COMMAND -h' for a command's flags")
+}
+
+// setupLogging writes human-readable logs to a terminal and JSON lines
+// otherwise, so that logs piped into a collector stay machine-readable.
+func setupLogging(stderr io.Writer) {
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	var out io.Writer = stderr
+	if isTerminal(stderr) {
+		out = zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}
+	}
+	level := zerolog.InfoLevel
+	if l, err := zerolog.ParseLevel(os.Getenv("RUVLLM_LOG")); err == nil && os.Getenv("RUVLLM_LOG") != "" {
+		level = l
+	}
+	logger = zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// logger is the process logger, set up by setupLogging.
+var logger = zerolog.Nop()
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// flagSet is a subcommand's flags with its synopsis for -h.
+type flagSet struct {
+	*flag.FlagSet
+	synopsis string
+}
+
+func newFlags(name, synopsis string) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &flagSet{FlagSet: fs, synopsis: synopsis}
+}
+
+// parse parses args allowing flags after positional arguments, as users
+// type them ("tokenize --model m 'hello' --special"); "--" ends the flags.
+// On -h it prints the flags to stdout and returns flag.ErrHelp.
+func (fs *flagSet) parse(args []string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(stdout, "usage: ruvllm-serve %s %s\n", fs.Name(), fs.synopsis)
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v (see -h)", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// addThreadsFlag registers -t and --threads for the same value.
+func addThreadsFlag(fs *flagSet) *int {
+	t := fs.Int("threads", 0, "threads for the forward pass (default: all cores)")
+	fs.IntVar(t, "t", 0, "same as --threads")
+	return t
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/gguf"
+)
+
+func init() {
+	register("quantize", "convert a model file to another quantization (Q4_0, Q4_K_M, Q8_0, F16, ...)", runQuantize)
+	register("synth", "write a random-weight model of a real shape, for speed measurements", runSynth)
+}
+
+func runQuantize(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("quantize", "--model IN.gguf --out OUT.gguf --type TYPE [--pure] [--threads T]")
+	in := fs.String("model", "", "model to convert")
+	out := fs.String("out", "", "file to write")
+	typ := fs.String("type", "", "target: "+fmt.Sprint(models.FileTypes()))
+	pure := fs.Bool("pure", false, "give every weight matrix the base type (no per-tensor mix)")
+	threads := addThreadsFlag(fs)
+	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	if *in == "" || *out == "" || *typ == "" {
+		return fmt.Errorf("%w: --model, --out and --type are required", errUsage)
+	}
+	ft, err := models.ParseFileType(*typ)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	f, err := gguf.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	c, err := models.ReadConfig(f)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	plan := models.QuantPlan{Type: ft, Pure: *pure, Layers: c.Layers, GQA: c.Heads / c.KVHeads, HasOutput: !c.TiedOutput}
+	if err := models.QuantizeFile(f, *out, plan, *threads); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s (%s) in %.1f s\n", *out, ft.Name, time.Since(start).Seconds())
+	return nil
+}
+
+func runSynth(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("synth", "--shape NAME --type TYPE --out F.gguf [--seed S] [--threads T]")
+	shape := fs.String("shape", "", "llama-134m, tinyllama-1.1b or tiny")
+	typ := fs.String("type", "F16", "file type: "+fmt.Sprint(models.FileTypes()))
+	out := fs.String("out", "", "file to write")
+	seed := fs.Uint64("seed", 1, "seed of the random weights")
+	threads := addThreadsFlag(fs)
+	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	if *shape == "" || *out == "" {
+		return fmt.Errorf("%w: --shape and --out are required", errUsage)
+	}
+	s, err := models.ShapeByName(*shape)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	ft, err := models.ParseFileType(*typ)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	start := time.Now()
+	if err := models.Synthesize(*out, s, ft, *seed, *threads); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s (%s, %s) in %.1f s\n", *out, s.Name, ft.Name, time.Since(start).Seconds())
+	return nil
+}
