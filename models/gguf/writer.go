@@ -157,7 +157,12 @@ func (w *Writer) WriteFile(path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.WriteTo(tmp)
+	// CreateTemp makes the file private; a model file is as readable as any
+	// other file the user writes.
+	err = tmp.Chmod(0o644)
+	if err == nil {
+		_, err = w.WriteTo(tmp)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}
