@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/native"
+	"github.com/ruvllm/ruvllm/models"
+)
+
+func init() {
+	register("bench", "measure prompt-processing and generation speed as llama-bench does", runBench)
+}
+
+// benchResult is one test of a bench run (as llama-bench's pp128 or tg64).
+type benchResult struct {
+	Test        string    `json:"test"`
+	Prompt      int       `json:"n_prompt"`
+	Gen         int       `json:"n_gen"`
+	Threads     int       `json:"threads"`
+	TokensPerS  float64   `json:"tokens_per_s"` // median of the runs
+	Samples     []float64 `json:"samples_tokens_per_s"`
+	ModelBytes  uint64    `json:"model_bytes"`
+	ModelParams uint64    `json:"model_params"`
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-t T[,T2]] [-r 3] [--concurrency C] [--prefix-reuse] [--json]")
+	src := addModelFlags(fs)
+	prompts := fs.String("p", "128", "prompt lengths to time, comma-separated; 0 skips prompt processing")
+	gens := fs.String("n", "64", "generation lengths to time, comma-separated; 0 skips generation")
+	threadList := fs.String("t", "", "thread counts, comma-separated (default: all cores)")
+	fs.StringVar(threadList, "threads", "", "same as -t")
+	reps := fs.Int("r", 3, "repetitions; the median is reported")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	concurrency := fs.Int("concurrency", 0, "also run C streams at once through the engine (aggregate and per-stream tokens/s, against 1 stream)")
+	prefixReuse := fs.Bool("prefix-reuse", false, "also time the first token of each turn of a 6-turn chat, with prefix reuse and without")
+	turnTokens := fs.Int("turn-tokens", 150, "with --prefix-reuse: new tokens per turn")
+	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	pList, err := intList(*prompts)
+	if err != nil {
+		return fmt.Errorf("%w: -p: %v", errUsage, err)
+	}
+	nList, err := intList(*gens)
+	if err != nil {
+		return fmt.Errorf("%w: -n: %v", errUsage, err)
+	}
+	tList, err := intList(*threadList)
+	if err != nil {
+		return fmt.Errorf("%w: -t: %v", errUsage, err)
+	}
+	if len(tList) == 0 {
+		tList = []int{0}
+	}
+	if *reps < 1 {
+		return fmt.Errorf("%w: -r must be at least 1", errUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var size, params uint64
+	for _, t := range m.File.Tensors {
+		size += t.Size
+		params += t.Elements()
+	}
+	var results []benchResult
+	var conc []concurrencyResult
+	var turns []prefixTurn
+	for _, threads := range tList {
+		b, err := native.New(m.File, m.Config, native.Options{Threads: threads})
+		if err != nil {
+			return err
+		}
+		var tests []benchResult
+		for _, p := range pList {
+			if p > 0 {
+				tests = append(tests, benchResult{Test: fmt.Sprintf("pp%d", p), Prompt: p})
+			}
+		}
+		for _, n := range nList {
+			if n > 0 {
+				tests = append(tests, benchResult{Test: fmt.Sprintf("tg%d", n), Gen: n})
+			}
+		}
+		for _, t := range tests {
+			t.Threads, t.ModelBytes, t.ModelParams = b.Threads(), size, params
+			// One untimed warm-up run pages the weights in and warms caches, as
+			// llama-bench does.
+			for r := -1; r < *reps; r++ {
+				if err := ctx.Err(); err != nil {
+					b.Close()
+					return err
+				}
+				tps, err := benchOnce(b, t.Prompt, t.Gen)
+				if err != nil {
+					b.Close()
+					return err
+				}
+				if r >= 0 {
+					t.Samples = append(t.Samples, tps)
+				}
+			}
+			t.TokensPerS = median(t.Samples)
+			results = append(results, t)
+			if !*asJSON {
+				fmt.Fprintf(stderr, "%s: %d threads, %s: %.2f tokens/s\n", m.ID(), t.Threads, t.Test, t.TokensPerS)
+			}
+		}
+		if *concurrency > 0 {
+			gen := 64
+			if len(nList) > 0 && nList[0] > 0 {
+				gen = nList[0]
+			}
+			var single float64
+			for _, c := range []int{1, *concurrency} {
+				r, err := benchConcurrency(ctx, b, c, 16, gen)
+				if err != nil {
+					b.Close()
+					return err
+				}
+				r.Threads = b.Threads()
+				if c == 1 {
+					single = r.AggregateTPS
+				}
+				r.SingleStreamTS = single
+				conc = append(conc, r)
+				if *concurrency == 1 {
+					break
+				}
+			}
+		}
+		if *prefixReuse {
+			t, err := benchPrefixReuse(ctx, b, 6, *turnTokens, 16)
+			if err != nil {
+				b.Close()
+				return err
+			}
+			turns = t
+		}
+		b.Close()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if conc == nil && turns == nil {
+			return enc.Encode(results)
+		}
+		return enc.Encode(map[string]any{"tests": results, "concurrency": conc, "prefix_reuse": turns})
+	}
+	fmt.Fprintf(stdout, "| model | size | params | threads | test | t/s |\n|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(stdout, "| %s | %s | %.2f M | %d | %s | %.2f |\n", m.ID(), humanBytes(r.ModelBytes), float64(r.ModelParams)/1e6, r.Threads, r.Test, r.TokensPerS)
+	}
+	if len(conc) > 0 {
+		fmt.Fprintf(stdout, "\n| threads | streams | n_gen | aggregate t/s | per-stream t/s | vs 1 stream |\n|---|---|---|---|---|---|\n")
+		for _, r := range conc {
+			fmt.Fprintf(stdout, "| %d | %d | %d | %.2f | %.2f | %.2fx |\n", r.Threads, r.Streams, r.Gen, r.AggregateTPS, r.PerStreamTPS, r.AggregateTPS/r.SingleStreamTS)
+		}
+	}
+	if len(turns) > 0 {
+		fmt.Fprintln(stdout)
+		printPrefixTurns(stdout, turns)
+	}
+	return nil
+}
+
+// benchOnce times one test on a fresh sequence: a prompt of p random tokens
+// in one batch, or n tokens decoded one at a time after a single start token.
+func benchOnce(b *native.Backend, p, n int) (float64, error) {
+	vocab := b.Model().VocabSize
+	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: max(p, n+1)})
+	if err != nil {
+		return 0, err
+	}
+	defer seq.Close()
+	logits := make([]float32, vocab)
+	rng := rand.New(rand.NewPCG(1, 2))
+	if p > 0 {
+		tokens := make([]int, p)
+		for i := range tokens {
+			tokens[i] = rng.IntN(vocab)
+		}
+		start := time.Now()
+		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: tokens, Logits: logits}}); err != nil {
+			return 0, err
+		}
+		return float64(p) / time.Since(start).Seconds(), nil
+	}
+	one := []int{rng.IntN(vocab)}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: one, Logits: logits}}); err != nil {
+			return 0, err
+		}
+		one[0] = argmax(logits)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func median(x []float64) float64 {
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

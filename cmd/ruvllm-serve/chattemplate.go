@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/chat"
+)
+
+func init() {
+	register("chat-template", "render a chat template for a list of messages", runChatTemplate)
+}
+
+func runChatTemplate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("chat-template", "--model PATH | --template FILE --messages FILE.json [--tools FILE.json] [--add-generation-prompt] [--bos-token S] [--eos-token S]")
+	model := fs.String("model", "", "GGUF file whose template (and BOS/EOS texts) are used")
+	tmpl := fs.String("template", "", "template file (.jinja) or built-in name (chatml, ...); overrides the model's")
+	msgFile := fs.String("messages", "", "JSON file with the list of messages")
+	toolFile := fs.String("tools", "", "JSON file with the list of tools")
+	addGen := fs.Bool("add-generation-prompt", false, "end with the assistant turn's opening")
+	var bos, eos optString
+	fs.Var(&bos, "bos-token", "bos_token text (default: the model's, else empty)")
+	fs.Var(&eos, "eos-token", "eos_token text (default: the model's, else empty)")
+	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	if *msgFile == "" || (*model == "" && *tmpl == "") {
+		return fmt.Errorf("%w: --messages and one of --model or --template are required", errUsage)
+	}
+	// Values stay raw JSON so that objects keep their key order, which
+	// tojson reproduces as Python's json.dumps does.
+	var in chat.Input
+	var msgs []map[string]json.RawMessage
+	if err := readJSONFile(*msgFile, &msgs); err != nil {
+		return fmt.Errorf("--messages: %w", err)
+	}
+	for _, m := range msgs {
+		msg := chat.Message{}
+		for k, v := range m {
+			msg[k] = v
+		}
+		in.Messages = append(in.Messages, msg)
+	}
+	if *toolFile != "" {
+		var tools []json.RawMessage
+		if err := readJSONFile(*toolFile, &tools); err != nil {
+			return fmt.Errorf("--tools: %w", err)
+		}
+		in.Tools = []any{}
+		for _, t := range tools {
+			in.Tools = append(in.Tools, t)
+		}
+	}
+	in.AddGenerationPrompt = *addGen
+	var t *chat.Template
+	if *model != "" {
+		m, err := models.Load(*model, models.LoadOptions{ChatTemplate: *tmpl, VocabOnly: true, Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		t = m.Template
+		v := m.Tokenizer.Vocab()
+		if v.BOS >= 0 {
+			in.BOSToken = v.Tokens[v.BOS]
+		}
+		if v.EOS >= 0 {
+			in.EOSToken = v.Tokens[v.EOS]
+		}
+	} else {
+		src, ok := chat.Builtin(*tmpl)
+		if !ok {
+			b, err := os.ReadFile(*tmpl)
+			if err != nil {
+				return err
+			}
+			src = string(b)
+		}
+		var err error
+		if t, err = chat.Parse(src); err != nil {
+			return err
+		}
+	}
+	if bos.set {
+		in.BOSToken = bos.s
+	}
+	if eos.set {
+		in.EOSToken = eos.s
+	}
+	out, err := t.Render(in)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, out)
+	return err
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// optString is a string flag that knows whether it was given, so that an
+// explicit empty --bos-token "" differs from no flag.
+type optString struct {
+	s   string
+	set bool
+}
+
+func (o *optString) String() string     { return o.s }
+func (o *optString) Set(s string) error { o.s, o.set = s, true; return nil }

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ruvllm/ruvllm/internal/shared"
+)
+
+func TestTokenize(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"Once upon a time"}, "[1,403,407,261,378]\n"},
+		{[]string{"--no-bos", "Once upon a time"}, "[403,407,261,378]\n"},
+		{[]string{"--no-bos", ""}, "[]\n"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, stderr, code := run(t, append([]string{"tokenize", "--model", stories}, c.args...)...)
+			if code != 0 || out != c.want {
+				t.Fatalf("exit %d, out %q, stderr %q; want %q", code, out, stderr, c.want)
+			}
+		})
+	}
+	t.Run("file byte for byte", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "in.txt")
+		os.WriteFile(p, []byte("Once upon a time"), 0o644)
+		out, _, code := run(t, "tokenize", "--model", stories, "--file", p)
+		if code != 0 || out != "[1,403,407,261,378]\n" {
+			t.Fatalf("exit %d, %q", code, out)
+		}
+	})
+	t.Run("show", func(t *testing.T) {
+		out, _, _ := run(t, "tokenize", "--model", stories, "--show", "Once")
+		if !strings.Contains(out, `403 -> " Once"`) {
+			t.Fatalf("%q", out)
+		}
+	})
+	t.Run("special", func(t *testing.T) {
+		// The Phi-3 vocab has <|user|> as a control token (id 32010).
+		phi := shared.Path(t, "vocab", "ggml-vocab-phi-3.gguf")
+		plain, _, _ := run(t, "tokenize", "--model", phi, "--no-bos", "<|user|>")
+		special, _, _ := run(t, "tokenize", "--model", phi, "--no-bos", "--special", "<|user|>")
+		if special != "[32010]\n" || plain == special {
+			t.Fatalf("plain %q, special %q", plain, special)
+		}
+	})
+}
+
+func TestChatTemplateCommand(t *testing.T) {
+	dir := shared.Path(t, "templates")
+	var cases []struct {
+		Messages            json.RawMessage `json:"messages"`
+		Tools               json.RawMessage `json:"tools"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+		BOS                 string          `json:"bos_token"`
+		EOS                 string          `json:"eos_token"`
+		Expected            *string         `json:"expected"`
+		Error               *string         `json:"error"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "Qwen-Qwen2.5-7B-Instruct.cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	for i, c := range cases {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			msgs := filepath.Join(tmp, "m.json")
+			os.WriteFile(msgs, c.Messages, 0o644)
+			args := []string{"chat-template", "--template", filepath.Join(dir, "Qwen-Qwen2.5-7B-Instruct.jinja"),
+				"--messages", msgs, "--bos-token", c.BOS, "--eos-token", c.EOS}
+			if len(c.Tools) > 0 && string(c.Tools) != "null" {
+				tools := filepath.Join(tmp, "t.json")
+				os.WriteFile(tools, c.Tools, 0o644)
+				args = append(args, "--tools", tools)
+			}
+			if c.AddGenerationPrompt {
+				args = append(args, "--add-generation-prompt")
+			}
+			out, stderr, code := run(t, args...)
+			if c.Error != nil {
+				if code != 1 || stderr == "" {
+					t.Fatalf("want an error, got exit %d", code)
+				}
+				return
+			}
+			if code != 0 || out != *c.Expected {
+				t.Fatalf("exit %d, stderr %q\n got %q\nwant %q", code, stderr, out, *c.Expected)
+			}
+		})
+	}
+}
+
+func TestGenerateGreedyMatchesLlamaCpp(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	out, stderr, code := run(t, "generate", "--model", stories, "--prompt", "", "--temp", "0", "-n", "40", "--top-probs", "5", "--json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var r generateResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	// ../shared/models/README.md: llama.cpp's greedy run from BOS.
+	want := "403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401 396 267 337 410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352"
+	got := strings.Trim(strings.Join(strings.Fields(strings.Trim(fmtInts(r.IDs), "[]")), " "), " ")
+	if got != want || len(r.PromptIDs) != 1 || r.PromptIDs[0] != 1 {
+		t.Fatalf("prompt %v ids %s", r.PromptIDs, got)
+	}
+	if !strings.HasPrefix(r.Text, " Once upon a time, there was a little girl named Lily.") {
+		t.Errorf("text %q", r.Text)
+	}
+	if len(r.Top) != 40 || len(r.Top[0]) != 5 || r.Top[0][0].ID != 403 || r.Top[0][0].P < r.Top[0][1].P {
+		t.Errorf("top %v", r.Top[:1])
+	}
+}
+
+func fmtInts(x []int) string {
+	s := make([]string, len(x))
+	for i, v := range x {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestPerplexityMatchesLlamaCpp(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	text := shared.Path(t, "reference", "stories-sample.txt")
+	out, stderr, code := run(t, "perplexity", "--model", stories, "--file", text, "--ctx", "128")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	m := regexp.MustCompile(`^ppl = ([0-9.]+)$`).FindStringSubmatch(lines[len(lines)-1])
+	if m == nil {
+		t.Fatalf("last line %q", lines[len(lines)-1])
+	}
+	ppl, _ := strconv.ParseFloat(m[1], 64)
+	// ../shared/reference/perplexity.json: llama-perplexity -c 128 gives ln ppl 0.948293.
+	if d := math.Abs(math.Log(ppl) - 0.948293); d > 0.01 {
+		t.Fatalf("ppl %g (ln %g), llama.cpp ln ppl 0.948293", ppl, math.Log(ppl))
+	}
+}
+
+func TestBench(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	out, stderr, code := run(t, "bench", "--model", stories, "-p", "16", "-n", "8", "-r", "2", "-t", "1", "--json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var rs []benchResult
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Test != "pp16" || rs[1].Test != "tg8" || len(rs[1].Samples) != 2 || rs[1].TokensPerS <= 0 || rs[0].Threads != 1 {
+		t.Fatalf("%+v", rs)
+	}
+}

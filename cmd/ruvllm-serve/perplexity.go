@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/native"
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+func init() {
+	register("perplexity", "measure perplexity over a text file as llama-perplexity does", runPerplexity)
+}
+
+func runPerplexity(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("perplexity", "--model PATH --file TEXT.txt [--ctx N] [--threads T]")
+	src := addModelFlags(fs)
+	file := fs.String("file", "", "text file to score")
+	nCtx := fs.Int("ctx", 512, "window size in tokens")
+	fs.IntVar(nCtx, "c", 512, "same as --ctx")
+	threads := addThreadsFlag(fs)
+	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fmt.Errorf("%w: --file is required", errUsage)
+	}
+	text, err := os.ReadFile(*file)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	b, err := native.New(m.File, m.Config, native.Options{Threads: *threads})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
+	res, err := perplexity(ctx, b, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {
+		fmt.Fprintf(stdout, "[%d]%.4f,", chunk+1, ppl)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d chunks of %d tokens, %d tokens scored\nppl = %.4f\n", res.chunks, *nCtx, res.scored, math.Exp(res.nll/float64(res.scored)))
+	return nil
+}
+
+type pplResult struct {
+	chunks, scored int
+	nll            float64
+}
+
+// perplexity follows llama-perplexity: the tokens are cut into windows of
+// nCtx, each window starts with BOS (replacing its first token) when the
+// vocab adds one, and only the second half of each window is scored, so every
+// scored token has at least nCtx/2 tokens of context.
+func perplexity(ctx context.Context, b backends.Backend, tokens []int, nCtx, bos int, addBOS bool, progress func(int, float64)) (pplResult, error) {
+	var r pplResult
+	chunks := len(tokens) / nCtx
+	if chunks == 0 {
+		return r, fmt.Errorf("the text has %d tokens, fewer than one window of --ctx %d", len(tokens), nCtx)
+	}
+	vocab := b.Model().VocabSize
+	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: nCtx})
+	if err != nil {
+		return r, err
+	}
+	defer seq.Close()
+	window := make([]int, nCtx)
+	logits := make([]float32, nCtx*vocab)
+	first := nCtx / 2
+	for c := 0; c < chunks; c++ {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		for i := range window {
+			window[i] = tokens[c*nCtx+i]
+		}
+		if addBOS && bos >= 0 {
+			window[0] = bos
+		}
+		seq.Reset()
+		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: window, Outputs: backends.AllTokens, Logits: logits}}); err != nil {
+			return r, err
+		}
+		for j := first; j < nCtx-1; j++ {
+			row := logits[j*vocab : (j+1)*vocab]
+			next := tokens[c*nCtx+j+1]
+			r.nll += logSumExp(row) - float64(row[next])
+			r.scored++
+		}
+		r.chunks++
+		if progress != nil {
+			progress(c, math.Exp(r.nll/float64(r.scored)))
+		}
+	}
+	return r, nil
+}
+
+func logSumExp(x []float32) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = math.Max(m, float64(v))
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(float64(v) - m)
+	}
+	return m + math.Log(s)
+}

@@ -1,0 +1,126 @@
+package models
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ruvllm/ruvllm/models/chat"
+	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// Model is a loaded model file: the mapping, its hyperparameters, its
+// tokenizer and the chat template that turns messages into a prompt.
+type Model struct {
+	Path      string
+	File      *gguf.File
+	Config    *Config
+	Tokenizer *tokenizer.Tokenizer
+	// Template renders chat messages; TemplateSource says where it came
+	// from: "model", a file path, a built-in name such as "chatml", or
+	// FallbackTemplate.
+	Template       *chat.Template
+	TemplateSource string
+}
+
+// LoadOptions are the choices made when loading a model; the zero value
+// loads the model's own chat template and logs nothing.
+type LoadOptions struct {
+	// ChatTemplate overrides the model's template: a file path, or the name
+	// of a built-in template ("chatml", ...).
+	ChatTemplate string
+	// VocabOnly loads the tokenizer and template of a file whose
+	// architecture we cannot run (a vocab-only file); Config is then nil.
+	VocabOnly bool
+	Logger    zerolog.Logger
+}
+
+// Load opens path and reads everything needed to run it.
+func Load(path string, o LoadOptions) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Path: path, File: f}
+	if err := m.load(o); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func (m *Model) load(o LoadOptions) error {
+	var err error
+	if m.Config, err = ReadConfig(m.File); err != nil && !o.VocabOnly {
+		return err
+	}
+	if m.Tokenizer, err = tokenizer.FromGGUF(m.File); err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	src, name, err := templateSource(m.File, o.ChatTemplate)
+	if err != nil {
+		return err
+	}
+	if name == FallbackTemplate {
+		o.Logger.Debug().Str("model", m.ID()).Msg("the model has no chat template (tokenizer.chat_template); ChatML will be used")
+	}
+	if m.Template, err = chat.Parse(src); err != nil {
+		return fmt.Errorf("chat template (%s): %w", name, err)
+	}
+	m.TemplateSource = name
+	return nil
+}
+
+// templateSource picks the chat template: the override (a built-in name or
+// a file), else the model's own, else ChatML.
+func templateSource(f *gguf.File, override string) (src, name string, err error) {
+	if override != "" {
+		if s, ok := chat.Builtin(override); ok {
+			return s, override, nil
+		}
+		b, err := os.ReadFile(override)
+		if err != nil {
+			return "", "", fmt.Errorf("chat template %q is neither a built-in name nor a readable file: %w", override, err)
+		}
+		return string(b), override, nil
+	}
+	if s, ok := f.GetString("tokenizer.chat_template"); ok && strings.TrimSpace(s) != "" {
+		return s, "model", nil
+	}
+	s, _ := chat.Builtin("chatml")
+	return s, FallbackTemplate, nil
+}
+
+// FallbackTemplate is the TemplateSource of a model that has no chat
+// template of its own and renders chats as ChatML.
+const FallbackTemplate = "chatml (fallback: the model has no template)"
+
+// Close releases the file mapping.
+func (m *Model) Close() error { return m.File.Close() }
+
+// ID is the model's name in the API: the file name without ".gguf".
+func (m *Model) ID() string { return strings.TrimSuffix(filepath.Base(m.Path), ".gguf") }
+
+// RenderChat renders messages with the model's template, passing the
+// vocab's BOS and EOS texts as bos_token and eos_token, as transformers does.
+func (m *Model) RenderChat(messages []map[string]any, tools []any, addGenerationPrompt bool) (string, error) {
+	v := m.Tokenizer.Vocab()
+	return m.Template.Render(chat.Input{
+		Messages:            messages,
+		Tools:               tools,
+		AddGenerationPrompt: addGenerationPrompt,
+		BOSToken:            tokenText(v, v.BOS),
+		EOSToken:            tokenText(v, v.EOS),
+	})
+}
+
+func tokenText(v *tokenizer.Vocab, id int) string {
+	if id < 0 || id >= len(v.Tokens) {
+		return ""
+	}
+	return v.Tokens[id]
+}
