@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/lora"
 )
 
 // Errors a Backend wraps so that callers can tell them apart with errors.Is.
@@ -77,6 +78,28 @@ type Sequence interface {
 	CacheBytes() int64
 	// Close releases the KV cache; the sequence must not be used after.
 	Close() error
+}
+
+// AdapterSequence is a Sequence that can run with a LoRA adapter; the
+// native backend's sequences are. It is an optional interface, so that the
+// Backend and Sequence interfaces stay small and a backend without adapters
+// needs nothing: a caller type-asserts a Sequence to it.
+//
+// Each sequence carries its own adapter, so one Forward call may mix
+// sequences with different adapters and with none. Like the other methods
+// of a sequence, SetAdapter must not run concurrently with Forward.
+type AdapterSequence interface {
+	Sequence
+	// SetAdapter makes the tokens appended from now on run with adapter a
+	// (nil: none), its updates multiplied by scale (a request's lora_scale;
+	// 1 applies the adapter as trained). The cached keys and values were
+	// computed with the previous adapter, so when the adapter or scale
+	// changes the sequence forgets its tokens (as Reset): call it before
+	// comparing Tokens() with a prompt for prefix reuse. It fails, changing
+	// nothing, when a does not fit the model.
+	SetAdapter(a *lora.Adapter, scale float32) error
+	// Adapter is the sequence's adapter and scale; nil when it has none.
+	Adapter() (*lora.Adapter, float32)
 }
 
 // Outputs says which tokens of a step produce outputs.

@@ -43,6 +43,12 @@ type Backend struct {
 	attnScale float32
 	call      uint64 // number of the current Forward, to find repeated sequences
 	closed    bool
+	// byName finds the matrices an adapter may update; made by the first
+	// SetAdapter.
+	byName map[string]*matrix
+	// tap, when set (by tests), sees the activations at named points of
+	// every pass; see observe.
+	tap func(point string, layer int, x []float32)
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -132,6 +138,10 @@ type buffers struct {
 	rowSeg []int32       // (batch): the segment of each row
 	outs   []outRow      // (batch): the tokens that produce outputs
 	attn   []attnScratch // (threads); grows with the longest sequence
+	// runs (≤ batch) are the runs of rows of a pass that share an adapter;
+	// outRuns (≤ logitsChunk) those of a chunk of output rows.
+	runs, outRuns []adapterRun
+	loraScratch   []float32 // (batch, largest adapter rank): A·x; grown by SetAdapter
 }
 
 // size allocates the buffers for batches of n tokens.
@@ -165,5 +175,7 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n int) error {
 	bf.segs = make([]segment, 0, n)
 	bf.rowSeg = make([]int32, n)
 	bf.outs = make([]outRow, 0, n)
+	bf.runs = make([]adapterRun, 0, n)
+	bf.outRuns = make([]adapterRun, 0, min(n, logitsChunk))
 	return nil
 }

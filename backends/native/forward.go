@@ -113,7 +113,9 @@ func (b *Backend) check(steps []backends.Step) error {
 func (b *Backend) pass(steps []backends.Step, n int) {
 	bf, dim, half := &b.buf, b.cfg.Dim, b.cfg.RopeDim/2
 	embed, _ := kernels.TraitsOf(b.w.tokEmbd.typ)
+	bf.runs = bf.runs[:0]
 	for i, sg := range bf.segs {
+		bf.runs = addRun(bf.runs, sg.seq, sg.row0, sg.n)
 		for j, t := range steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n] {
 			r := sg.row0 + j
 			bf.rowSeg[r] = int32(i)
@@ -121,6 +123,7 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 			b.rope.Angles(sg.pos0+j, bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half])
 		}
 	}
+	b.observe("inp_embd", -1, bf.x[:n*dim])
 	for l := range b.w.layers {
 		b.block(l, n)
 	}
@@ -144,39 +147,55 @@ func (b *Backend) block(l, n int) {
 
 	// Attention: x += Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv)
 	b.rmsNorm(xn, x, ly.attnNorm, n)
-	b.linear(&ly.wq, xn, n, q, ly.bq)
-	b.linear(&ly.wk, xn, n, k, ly.bk)
-	b.linear(&ly.wv, xn, n, v, ly.bv)
+	b.observe("attn_norm", l, xn)
+	b.linear(&ly.wq, xn, n, q, ly.bq, bf.runs)
+	b.linear(&ly.wk, xn, n, k, ly.bk, bf.runs)
+	b.linear(&ly.wv, xn, n, v, ly.bv, bf.runs)
+	b.observe("Qcur", l, q)
+	b.observe("Kcur", l, k)
+	b.observe("Vcur", l, v)
 	for r := range n {
 		cos, sin := bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half]
 		b.rope.Apply(q[r*qDim:(r+1)*qDim], hd, cos, sin)
 		b.rope.Apply(k[r*kvDim:(r+1)*kvDim], hd, cos, sin)
 	}
+	b.observe("Qrope", l, q)
+	b.observe("Krope", l, k)
 	for _, sg := range bf.segs {
 		r0, r1 := sg.row0, sg.row0+sg.n
 		sg.seq.cache.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
 	}
 	b.attnJob.layer = l
 	b.pool.Run(n*cfg.Heads, &b.attnJob)
+	b.observe("kqv_merged_cont", l, att)
 	proj := bf.proj[:n*dim]
-	b.linear(&ly.wo, att, n, proj, nil)
+	b.linear(&ly.wo, att, n, proj, nil, bf.runs)
+	b.observe("kqv_out", l, proj)
 	kernels.Add(x, x, proj)
+	b.observe("ffn_inp", l, x)
 
 	// Feed-forward: x += Wdown·(silu(Wgate·xn) ⊙ Wup·xn)
 	b.rmsNorm(xn, x, ly.ffnNorm, n)
+	b.observe("ffn_norm", l, xn)
 	gate, up := bf.gate[:n*cfg.FFN], bf.up[:n*cfg.FFN]
-	b.linear(&ly.gate, xn, n, gate, nil)
-	b.linear(&ly.up, xn, n, up, nil)
+	b.linear(&ly.gate, xn, n, gate, nil, bf.runs)
+	b.linear(&ly.up, xn, n, up, nil, bf.runs)
+	b.observe("ffn_gate", l, gate)
+	b.observe("ffn_up", l, up)
 	kernels.SwiGLU(gate, gate, up)
-	b.linear(&ly.down, gate, n, proj, nil)
+	b.observe("ffn_gate_par", l, gate)
+	b.linear(&ly.down, gate, n, proj, nil, bf.runs)
+	b.observe("ffn_out", l, proj)
 	kernels.Add(x, x, proj)
+	b.observe("l_out", l, x)
 }
 
-// linear sets out (n, rows) = x (n, cols) · Wᵀ + bias: the one place a
-// linear layer is computed, so that per-sequence adapters can be added next
-// to it. The activations are quantized to W's dot-product format first, as
-// llama.cpp does. A single token is a matrix-vector product.
-func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []float32) {
+// linear sets out (n, rows) = x (n, cols) · Wᵀ + bias, plus the update of
+// W by the adapter of each run of rows (adapter.go): the one place a linear
+// layer is computed. The activations are quantized to W's dot-product
+// format first, as llama.cpp does. A single token is a matrix-vector
+// product.
+func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []float32, runs []adapterRun) {
 	x, out = x[:n*w.cols], out[:n*w.rows]
 	if n == 1 {
 		kernels.MatVec(b.pool, w.typ, w.data, w.rows, w.cols, x, out, b.buf.quant)
@@ -188,6 +207,16 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 			o := out[r*w.rows : (r+1)*w.rows]
 			kernels.Add(o, o, bias)
 		}
+	}
+	b.applyAdapters(w, x, out, runs)
+}
+
+// observe shows the activations x of a pass at a named point of layer l
+// (-1: outside the blocks) to b.tap, which tests set to compare them with
+// llama.cpp's tensors of the same names.
+func (b *Backend) observe(point string, l int, x []float32) {
+	if b.tap != nil {
+		b.tap(point, l, x)
 	}
 }
 
@@ -208,6 +237,7 @@ func (b *Backend) outputs(steps []backends.Step) {
 	for _, o := range bf.outs {
 		h := bf.xn[nl*dim : (nl+1)*dim]
 		kernels.RMSNorm(h, bf.x[o.row*dim:(o.row+1)*dim], b.w.outNorm, b.cfg.NormEps)
+		b.observe("result_norm", -1, h)
 		st := &steps[o.step]
 		if st.Hidden != nil {
 			copy(st.Hidden[o.dst*dim:(o.dst+1)*dim], h)
@@ -219,7 +249,12 @@ func (b *Backend) outputs(steps []backends.Step) {
 	}
 	for c0 := 0; c0 < nl; c0 += logitsChunk {
 		c1 := min(c0+logitsChunk, nl)
-		b.linear(&b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil)
+		bf.outRuns = bf.outRuns[:0]
+		for i, o := range bf.outs[c0:c1] {
+			bf.outRuns = addRun(bf.outRuns, steps[o.step].Seq.(*sequence), i, 1)
+		}
+		b.linear(&b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil, bf.outRuns)
+		b.observe("result_output", -1, bf.logits[:(c1-c0)*vocab])
 		for i, o := range bf.outs[c0:c1] {
 			copy(steps[o.step].Logits[o.dst*vocab:(o.dst+1)*vocab], bf.logits[i*vocab:(i+1)*vocab])
 		}

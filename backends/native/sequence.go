@@ -5,6 +5,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/lora"
 )
 
 // sequence is a token stream of a Backend and its KV cache.
@@ -13,6 +14,10 @@ type sequence struct {
 	cache  *kvcache.Cache // nil once closed
 	tokens []int          // the cached tokens; capacity MaxLen
 	call   uint64         // the last Forward call that named this sequence
+	// adapter (nil: none) is applied to the sequence's tokens with its
+	// updates multiplied by adapterScale.
+	adapter      *lora.Adapter
+	adapterScale float32
 }
 
 // NewSequence makes an empty sequence with a KV cache for opts.MaxLen tokens
@@ -76,5 +81,6 @@ func (s *sequence) CacheBytes() int64 {
 func (s *sequence) Close() error {
 	s.cache = nil
 	s.tokens = nil
+	s.adapter = nil
 	return nil
 }

@@ -100,7 +100,7 @@ func renderStateOf(ctx *exec.Context) (*renderState, error) {
 	v, _ := ctx.Get(stateKey)
 	st, ok := v.(*renderState)
 	if !ok {
-		return nil, fmt.Errorf("chat template: render state missing")
+		return nil, fmt.Errorf("render state missing")
 	}
 	return st, nil
 }

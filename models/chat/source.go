@@ -56,7 +56,7 @@ func rewriteSource(src string) (string, map[string]string, error) {
 		case '#':
 			end := strings.Index(src[j+2:], "#}")
 			if end < 0 {
-				return "", nil, fmt.Errorf("chat template: unterminated comment at byte %d", j)
+				return "", nil, fmt.Errorf("unterminated comment at byte %d", j)
 			}
 			k = j + 2 + end + 2
 			out.WriteString(src[j : j+2])
@@ -159,9 +159,9 @@ func skipSpace(src string, k int) int {
 	return k
 }
 
-// readLiterals reads the string literal starting at i and returns its
+// readLiteral reads the string literal starting at i and returns its
 // decoded value and the index past it.
-func readLiterals(src string, i int) (string, int, error) {
+func readLiteral(src string, i int) (string, int, error) {
 	quote := src[i]
 	k := i + 1
 	for k < len(src) && src[k] != quote {
@@ -171,11 +171,11 @@ func readLiterals(src string, i int) (string, int, error) {
 		k++
 	}
 	if k >= len(src) {
-		return "", 0, fmt.Errorf("chat template: unterminated string literal at byte %d", i)
+		return "", 0, fmt.Errorf("unterminated string literal at byte %d", i)
 	}
 	decoded, err := unescapePython(src[i+1 : k])
 	if err != nil {
-		return "", 0, fmt.Errorf("chat template: string literal at byte %d: %w", i, err)
+		return "", 0, fmt.Errorf("string literal at byte %d: %w", i, err)
 	}
 	return decoded, k + 1, nil
 }

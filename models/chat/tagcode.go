@@ -85,7 +85,7 @@ func (b *blockDepth) visit(toks []tok) error {
 		name == "with", name == "generation", name == "call", name == "block":
 		b.depth++
 		if b.depth > maxNesting {
-			return fmt.Errorf("chat template: blocks nested more than %d deep", maxNesting)
+			return fmt.Errorf("blocks nested more than %d deep", maxNesting)
 		}
 	case strings.HasPrefix(name, "end") && b.depth > 0:
 		b.depth--
@@ -147,7 +147,7 @@ func tokenizeTag(src string, i int, closer string, literals map[string]string) (
 			return mergeStrings(toks, literals), i, nil
 		}
 		if len(toks) > maxTagTokens {
-			return nil, 0, fmt.Errorf("chat template: tag at byte %d is longer than %d tokens", i, maxTagTokens)
+			return nil, 0, fmt.Errorf("tag at byte %d is longer than %d tokens", i, maxTagTokens)
 		}
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
@@ -189,7 +189,7 @@ func tokenizeTag(src string, i int, closer string, literals map[string]string) (
 		case c == '(' || c == '[' || c == '{':
 			depth++
 			if depth > maxNesting {
-				return nil, 0, fmt.Errorf("chat template: brackets nested more than %d deep at byte %d", maxNesting, i)
+				return nil, 0, fmt.Errorf("brackets nested more than %d deep at byte %d", maxNesting, i)
 			}
 			toks = append(toks, tok{tokOpen, src[i : i+1]})
 			i++
@@ -235,12 +235,6 @@ func scanNumber(src string, i int) int {
 		}
 	}
 	return k
-}
-
-// readLiteral reads one string literal starting at i and returns its value.
-func readLiteral(src string, i int) (string, int, error) {
-	value, k, err := readLiterals(src, i)
-	return value, k, err
 }
 
 // mergeStrings joins adjacent string literals, as Jinja2 does, and turns

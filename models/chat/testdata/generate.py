@@ -19,6 +19,9 @@ import datetime
 import glob
 import json
 import os
+import sys
+
+sys.dont_write_bytecode = True  # keeps __pycache__ out of the source tree
 
 import jinja2
 import jinja2.ext
