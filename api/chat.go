@@ -1,0 +1,406 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ruvllm/ruvllm/models/chat"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// maxMessages bounds a conversation's length in messages.
+const maxMessages = 4096
+
+// chatIgnorable are chat fields that do not change the result (or only
+// with features that are refused where they are set).
+var chatIgnorable = []string{"user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key", "safety_identifier"}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	f, err := readObject(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	model := s.model.Load()
+	g, err := s.parseGen(f, len(model.Tokenizer.Vocab().Tokens), "max_completion_tokens", "max_tokens")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if g.logprobs, _, err = f.boolean("logprobs"); err != nil {
+		writeError(w, err)
+		return
+	}
+	if v, ok, err := f.integer("top_logprobs"); err != nil {
+		writeError(w, err)
+		return
+	} else if ok {
+		if v < 0 || v > 20 {
+			writeError(w, invalid("top_logprobs", codeInvalidValue, "top_logprobs must be between 0 and 20, got %d", v))
+			return
+		}
+		if !g.logprobs {
+			writeError(w, invalid("top_logprobs", codeInvalidValue, "top_logprobs requires logprobs to be true"))
+			return
+		}
+		g.topLogprobs = int(v)
+	}
+	messages, err := parseMessages(f)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := refuseChatFeatures(f); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := f.unknown(chatIgnorable...); err != nil {
+		writeError(w, err)
+		return
+	}
+	m, err := s.lookupModel(g.model)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	text, rerr := m.Chat.RenderChat(messages, nil, true)
+	if rerr != nil {
+		if errors.Is(rerr, chat.ErrTemplate) {
+			writeError(w, invalid("messages", codeTemplate, "the chat template refused the messages: %v", rerr))
+		} else {
+			writeError(w, internalError("rendering the chat template: %v", rerr))
+		}
+		return
+	}
+	ids := encodePrompt(m.Tokenizer, text)
+	s.generate(w, r, m, "/v1/chat/completions", []prompt{{ids: ids, text: text}}, g, chatFormat{})
+}
+
+// refuseChatFeatures answers 400 for the parameters that would change the
+// result but are not implemented, rather than ignoring them.
+func refuseChatFeatures(f *fields) *apiError {
+	if a, ok, err := f.array("tools"); err != nil {
+		return err
+	} else if ok && len(a) > 0 {
+		return unsupported("tools", "tool calling is not supported by this server yet")
+	}
+	if v, ok := f.raw("tool_choice"); ok {
+		var s string
+		if json.Unmarshal(v, &s) != nil || (s != "none" && s != "auto") {
+			return unsupported("tool_choice", "tool calling is not supported by this server yet")
+		}
+	}
+	for _, name := range []string{"functions", "function_call"} {
+		if f.has(name) {
+			f.raw(name)
+			return unsupported(name, "%s (function calling) is not supported by this server", name)
+		}
+	}
+	if rf, ok, err := f.object("response_format"); err != nil {
+		return err
+	} else if ok {
+		t, _, err := rf.str("type")
+		if err != nil {
+			return err
+		}
+		if t != "text" {
+			return unsupported("response_format", "response_format %s is not supported yet; only {\"type\":\"text\"} is", quote(t))
+		}
+	}
+	if a, ok, err := f.array("modalities"); err != nil {
+		return err
+	} else if ok {
+		for _, m := range a {
+			if strings.TrimSpace(string(m)) != `"text"` {
+				return unsupported("modalities", "only the text modality is supported")
+			}
+		}
+	}
+	for _, name := range []string{"audio", "prediction", "web_search_options", "reasoning_effort", "verbosity", "best_of", "suffix", "echo"} {
+		if f.has(name) {
+			f.raw(name)
+			return unsupported(name, "%s is not supported by this endpoint", name)
+		}
+	}
+	return nil
+}
+
+// roles are the message roles a chat accepts, with what the template sees:
+// OpenAI's developer role is the system role of older models.
+var roles = map[string]string{"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+// parseMessages validates messages and shapes them for the chat template:
+// content as a string (text parts joined by newlines), and the optional
+// name, tool_calls and tool_call_id kept.
+func parseMessages(f *fields) ([]map[string]any, *apiError) {
+	raw, ok, err := f.array("messages")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, invalid("messages", codeMissing, "messages is required")
+	}
+	if len(raw) == 0 {
+		return nil, invalid("messages", codeInvalidValue, "messages must not be empty")
+	}
+	if len(raw) > maxMessages {
+		return nil, invalid("messages", codeInvalidValue, "messages holds %d messages; at most %d are allowed", len(raw), maxMessages)
+	}
+	out := make([]map[string]any, len(raw))
+	for i, rm := range raw {
+		p := "messages[" + strconv.Itoa(i) + "]"
+		var mm map[string]json.RawMessage
+		if t := strings.TrimSpace(string(rm)); !strings.HasPrefix(t, "{") || json.Unmarshal(rm, &mm) != nil {
+			return nil, invalid(p, codeInvalidType, "%s must be an object", p)
+		}
+		mf := newFields(mm, p+".")
+		role, ok, err := mf.str("role")
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, invalid(p+".role", codeMissing, "%s.role is required", p)
+		}
+		tmplRole, known := roles[role]
+		if !known {
+			return nil, invalid(p+".role", codeInvalidValue, "%s.role %s is not one of system, developer, user, assistant, tool", p, quote(role))
+		}
+		msg := map[string]any{"role": tmplRole}
+		content, hasContent, err := parseContent(mf, role)
+		if err != nil {
+			return nil, err
+		}
+		if name, ok, err := mf.str("name"); err != nil {
+			return nil, err
+		} else if ok {
+			msg["name"] = name
+		}
+		switch role {
+		case "assistant":
+			if v, ok := mf.raw("tool_calls"); ok {
+				var calls []any
+				if err := json.Unmarshal(v, &calls); err != nil {
+					return nil, invalid(p+".tool_calls", codeInvalidType, "%s.tool_calls must be an array", p)
+				}
+				if len(calls) > 0 {
+					msg["tool_calls"] = calls
+				}
+			}
+			if rc, ok, err := mf.str("reasoning_content"); err != nil {
+				return nil, err
+			} else if ok {
+				msg["reasoning_content"] = rc
+			}
+			mf.raw("refusal")
+			mf.raw("audio")
+			if !hasContent && msg["tool_calls"] == nil {
+				return nil, invalid(p+".content", codeMissing, "%s.content is required unless tool_calls is set", p)
+			}
+		case "tool":
+			id, ok, err := mf.str("tool_call_id")
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, invalid(p+".tool_call_id", codeMissing, "%s.tool_call_id is required for a tool message", p)
+			}
+			msg["tool_call_id"] = id
+			fallthrough
+		default:
+			if !hasContent {
+				return nil, invalid(p+".content", codeMissing, "%s.content is required", p)
+			}
+		}
+		if hasContent {
+			msg["content"] = content
+		} else {
+			msg["content"] = nil
+		}
+		if err := mf.unknown(); err != nil {
+			return nil, err
+		}
+		out[i] = msg
+	}
+	return out, nil
+}
+
+// parseContent reads a message's content: a string, or a list of text
+// parts (assistants may also send refusal parts). Other parts (images,
+// audio, files) need a multimodal model and are refused.
+func parseContent(mf *fields, role string) (string, bool, *apiError) {
+	v, ok := mf.raw("content")
+	if !ok {
+		return "", false, nil
+	}
+	p := mf.param("content")
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		return s, true, nil
+	}
+	parts, ok := parseArray(v)
+	if !ok {
+		return "", false, invalid(p, codeInvalidType, "%s must be a string or an array of content parts", p)
+	}
+	texts := make([]string, 0, len(parts))
+	for i, part := range parts {
+		pp := p + "[" + strconv.Itoa(i) + "]"
+		var pm map[string]json.RawMessage
+		if t := strings.TrimSpace(string(part)); !strings.HasPrefix(t, "{") || json.Unmarshal(part, &pm) != nil {
+			return "", false, invalid(pp, codeInvalidType, "%s must be an object", pp)
+		}
+		pf := newFields(pm, pp+".")
+		typ, _, err := pf.str("type")
+		if err != nil {
+			return "", false, err
+		}
+		key := "text"
+		switch {
+		case typ == "text":
+		case typ == "refusal" && role == "assistant":
+			key = "refusal"
+		case typ == "":
+			return "", false, invalid(pp+".type", codeMissing, "%s.type is required", pp)
+		default:
+			return "", false, unsupported(pp+".type", "content parts of type %s are not supported: this server handles text only", quote(typ))
+		}
+		t, ok, err := pf.str(key)
+		if err != nil {
+			return "", false, err
+		}
+		if !ok {
+			return "", false, invalid(pp+"."+key, codeMissing, "%s.%s is required", pp, key)
+		}
+		if err := pf.unknown("cache_control"); err != nil {
+			return "", false, err
+		}
+		texts = append(texts, t)
+	}
+	return strings.Join(texts, "\n"), true, nil
+}
+
+// encodePrompt tokenizes a rendered prompt as llama-server does: special
+// tokens added and special-token text parsed. A template that writes the
+// BOS text itself would otherwise give two BOS tokens; one is dropped.
+func encodePrompt(t *tokenizer.Tokenizer, text string) []int32 {
+	ids := t.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+	v := t.Vocab()
+	if len(ids) >= 2 && v.AddBOS && ids[0] == v.BOS && ids[1] == v.BOS {
+		ids = ids[1:]
+	}
+	return toInt32(ids)
+}
+
+func toInt32(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// chatFormat shapes chat completions.
+type chatFormat struct{}
+
+func (chatFormat) object(stream bool) string {
+	if stream {
+		return "chat.completion.chunk"
+	}
+	return "chat.completion"
+}
+
+func (chatFormat) idPrefix() string { return "chatcmpl-" }
+
+// chatLogprobsOf renders released entries as chat logprobs.
+func chatLogprobsOf(t *tokenizer.Tokenizer, entries []tokenEntry) *chatLogprobs {
+	lp := &chatLogprobs{Content: make([]chatTokenLogprob, len(entries))}
+	for i, e := range entries {
+		piece := t.Piece(int(e.id))
+		top := make([]chatTopLogprob, len(e.top))
+		for j, a := range e.top {
+			p := t.Piece(a.ID)
+			top[j] = chatTopLogprob{Token: p, Logprob: jsonLogprob(a.Logprob), Bytes: byteList(p)}
+		}
+		lp.Content[i] = chatTokenLogprob{Token: piece, Logprob: jsonLogprob(e.logprob), Bytes: byteList(piece), TopLogprobs: top}
+	}
+	return lp
+}
+
+func (chatFormat) response(h responseHead, gen *generation, t *tokenizer.Tokenizer, u usage) any {
+	resp := chatCompletion{ID: h.id, Object: "chat.completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
+	resp.Choices = make([]chatChoice, len(gen.choices))
+	for _, c := range gen.choices {
+		cc := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: c.finish}
+		if c.logprobs {
+			cc.Logprobs = chatLogprobsOf(t, c.entries)
+		}
+		resp.Choices[c.index] = cc
+	}
+	return resp
+}
+
+// chatStream writes a chat completion as SSE chunks.
+type chatStream struct {
+	sse  *sseWriter
+	head responseHead
+	tok  *tokenizer.Tokenizer
+	// usageNull is sent as "usage" on each chunk when the client asked for
+	// usage at the end, as OpenAI does.
+	usageNull any
+}
+
+func (cs *chatStream) chunk(choices []chatChunkChoice) chatChunk {
+	return chatChunk{ID: cs.head.id, Object: "chat.completion.chunk", Created: cs.head.created, Model: cs.head.model,
+		SystemFingerprint: cs.head.fingerprint, Choices: choices, Usage: cs.usageNull}
+}
+
+func (cs *chatStream) begin(gen *generation) error {
+	empty := ""
+	for _, c := range gen.choices {
+		if err := cs.sse.send(cs.chunk([]chatChunkChoice{{Index: c.index, Delta: chatDelta{Role: "assistant", Content: &empty}}})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cs *chatStream) text(c *choice, text string, entries []tokenEntry) error {
+	cc := chatChunkChoice{Index: c.index, Delta: chatDelta{Content: &text}}
+	if c.logprobs {
+		cc.Logprobs = chatLogprobsOf(cs.tok, entries)
+	}
+	return cs.sse.send(cs.chunk([]chatChunkChoice{cc}))
+}
+
+func (cs *chatStream) finish(c *choice, reason string) error {
+	return cs.sse.send(cs.chunk([]chatChunkChoice{{Index: c.index, FinishReason: &reason}}))
+}
+
+func (cs *chatStream) end(u *usage) error {
+	if u != nil {
+		ch := cs.chunk([]chatChunkChoice{})
+		ch.Usage = u
+		if err := cs.sse.send(ch); err != nil {
+			return err
+		}
+	}
+	return cs.sse.done()
+}
+
+// responseHead is what every response and chunk of a request repeats.
+type responseHead struct {
+	id          string
+	created     int64
+	model       string
+	fingerprint string
+}
+
+func (s *Server) head(prefix string, m *Model) responseHead {
+	return responseHead{id: prefix + uuid.NewString(), created: time.Now().Unix(), model: m.ID, fingerprint: s.opt.Version}
+}

@@ -1,0 +1,284 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// maxPrompts bounds the prompts of one text completion request.
+const maxPrompts = 256
+
+// completions serves POST /v1/completions, OpenAI's legacy text completion.
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	f, err := readObject(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	model := s.model.Load()
+	vocab := len(model.Tokenizer.Vocab().Tokens)
+	g, err := s.parseGen(f, vocab, "max_tokens")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	cf := completionFormat{logprobs: -1}
+	if cf.echo, _, err = f.boolean("echo"); err != nil {
+		writeError(w, err)
+		return
+	}
+	if v, ok, err := f.integer("logprobs"); err != nil {
+		writeError(w, err)
+		return
+	} else if ok {
+		if v < 0 || v > maxLegacyTopLPs {
+			writeError(w, invalid("logprobs", codeInvalidValue, "logprobs must be between 0 and %d, got %d", maxLegacyTopLPs, v))
+			return
+		}
+		if cf.echo {
+			writeError(w, unsupported("logprobs", "logprobs together with echo needs the prompt's log-probabilities, which this server does not compute"))
+			return
+		}
+		cf.logprobs = int(v)
+		g.logprobs, g.topLogprobs = true, int(v)
+	}
+	if v, ok, err := f.integer("best_of"); err != nil {
+		writeError(w, err)
+		return
+	} else if ok && v != int64(g.n) {
+		writeError(w, unsupported("best_of", "best_of other than n is not supported"))
+		return
+	}
+	if v, ok, err := f.str("suffix"); err != nil {
+		writeError(w, err)
+		return
+	} else if ok && v != "" {
+		writeError(w, unsupported("suffix", "suffix (insertion) is not supported"))
+		return
+	}
+	m, err := s.lookupModel(g.model)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	prompts, err := parsePrompts(f, m.Tokenizer, vocab)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := f.unknown("user"); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.generate(w, r, m, "/v1/completions", prompts, g, &cf)
+}
+
+// parsePrompts reads prompt: a string, a list of strings, a list of token
+// ids, or a list of such lists.
+func parsePrompts(f *fields, t *tokenizer.Tokenizer, vocab int) ([]prompt, *apiError) {
+	v, ok := f.raw("prompt")
+	if !ok {
+		return nil, invalid("prompt", codeMissing, "prompt is required")
+	}
+	var text string
+	if json.Unmarshal(v, &text) == nil {
+		return []prompt{{ids: encodePrompt(t, text), text: text}}, nil
+	}
+	items, ok := parseArray(v)
+	if !ok {
+		return nil, f.typeError("prompt", "a string, an array of strings, or an array of token ids")
+	}
+	if len(items) == 0 {
+		return nil, invalid("prompt", codeInvalidValue, "prompt must not be an empty array")
+	}
+	if ids, ok := tokenList(items); ok {
+		p, err := tokenPrompt(t, ids, vocab, "prompt")
+		if err != nil {
+			return nil, err
+		}
+		return []prompt{p}, nil
+	}
+	if len(items) > maxPrompts {
+		return nil, invalid("prompt", codeInvalidValue, "prompt holds %d prompts; at most %d are allowed", len(items), maxPrompts)
+	}
+	prompts := make([]prompt, len(items))
+	for i, it := range items {
+		param := "prompt[" + strconv.Itoa(i) + "]"
+		if json.Unmarshal(it, &text) == nil {
+			prompts[i] = prompt{ids: encodePrompt(t, text), text: text}
+			continue
+		}
+		a, ok := parseArray(it)
+		var ids []int64
+		if ok {
+			ids, ok = tokenList(a)
+		}
+		if !ok || len(ids) == 0 {
+			return nil, invalid(param, codeInvalidType, "%s must be a string or a non-empty array of token ids", param)
+		}
+		p, err := tokenPrompt(t, ids, vocab, param)
+		if err != nil {
+			return nil, err
+		}
+		prompts[i] = p
+	}
+	return prompts, nil
+}
+
+// tokenList reads a JSON array of integers.
+func tokenList(items []json.RawMessage) ([]int64, bool) {
+	ids := make([]int64, len(items))
+	for i, it := range items {
+		n, ok := parseInteger(it)
+		if !ok {
+			return nil, false
+		}
+		ids[i] = n
+	}
+	return ids, true
+}
+
+func tokenPrompt(t *tokenizer.Tokenizer, ids []int64, vocab int, param string) (prompt, *apiError) {
+	out := make([]int32, len(ids))
+	plain := make([]int, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= int64(vocab) {
+			return prompt{}, invalid(param, codeInvalidValue, "token id %d is outside the vocabulary [0, %d)", id, vocab)
+		}
+		out[i], plain[i] = int32(id), int(id)
+	}
+	return prompt{ids: out, text: t.Decode(plain)}, nil
+}
+
+// completionFormat shapes text completions.
+type completionFormat struct {
+	echo     bool
+	logprobs int // alternatives per token; -1: no logprobs
+}
+
+func (*completionFormat) idPrefix() string { return "cmpl-" }
+
+// offsets turns byte offsets into the choice's text into character offsets,
+// walking forward only: entries come in order.
+type offsets struct {
+	bytePos, runePos int
+}
+
+func (o *offsets) at(text string, b int) int {
+	b = min(b, len(text))
+	if b < o.bytePos {
+		o.bytePos, o.runePos = 0, 0
+	}
+	o.runePos += utf8.RuneCountInString(text[o.bytePos:b])
+	o.bytePos = b
+	return o.runePos
+}
+
+// legacyLogprobs renders entries in the legacy format, text_offset in
+// characters of the choice's text.
+func legacyLogprobs(t *tokenizer.Tokenizer, c *choice, entries []tokenEntry, o *offsets) *textLogprobs {
+	lp := &textLogprobs{
+		Tokens:        make([]string, len(entries)),
+		TokenLogprobs: make([]float64, len(entries)),
+		TopLogprobs:   make([]map[string]float64, len(entries)),
+		TextOffset:    make([]int, len(entries)),
+	}
+	text := c.text.String()
+	for i, e := range entries {
+		lp.Tokens[i] = t.Piece(int(e.id))
+		lp.TokenLogprobs[i] = jsonLogprob(e.logprob)
+		top := make(map[string]float64, len(e.top))
+		for _, a := range e.top {
+			p := t.Piece(a.ID)
+			if _, dup := top[p]; !dup {
+				top[p] = jsonLogprob(a.Logprob)
+			}
+		}
+		lp.TopLogprobs[i] = top
+		lp.TextOffset[i] = o.at(text, e.start)
+	}
+	return lp
+}
+
+func (cf *completionFormat) response(h responseHead, gen *generation, t *tokenizer.Tokenizer, u usage) any {
+	resp := textCompletion{ID: h.id, Object: "text_completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
+	resp.Choices = make([]textChoice, len(gen.choices))
+	for _, c := range gen.choices {
+		finish := c.finish
+		tc := textChoice{Index: c.index, Text: c.text.String(), FinishReason: &finish}
+		if cf.echo {
+			tc.Text = gen.prompts[c.prompt].text + tc.Text
+		}
+		if cf.logprobs >= 0 {
+			tc.Logprobs = legacyLogprobs(t, c, c.entries, &offsets{})
+		}
+		resp.Choices[c.index] = tc
+	}
+	return resp
+}
+
+func (cf *completionFormat) stream(sse *sseWriter, h responseHead, t *tokenizer.Tokenizer, includeUsage bool) streamSink {
+	ts := &textStream{sse: sse, head: h, tok: t, f: cf}
+	if includeUsage {
+		ts.usageNull = json.RawMessage("null")
+	}
+	return ts
+}
+
+// textStream writes a text completion as SSE chunks.
+type textStream struct {
+	sse       *sseWriter
+	head      responseHead
+	tok       *tokenizer.Tokenizer
+	f         *completionFormat
+	usageNull any
+	offsets   map[int]*offsets
+}
+
+func (ts *textStream) chunk(choices []textChoice) textCompletion {
+	return textCompletion{ID: ts.head.id, Object: "text_completion", Created: ts.head.created, Model: ts.head.model,
+		SystemFingerprint: ts.head.fingerprint, Choices: choices, Usage: ts.usageNull}
+}
+
+func (ts *textStream) begin(gen *generation) error {
+	ts.offsets = make(map[int]*offsets, len(gen.choices))
+	for _, c := range gen.choices {
+		ts.offsets[c.index] = &offsets{}
+		if p := gen.prompts[c.prompt].text; ts.f.echo && p != "" {
+			if err := ts.sse.send(ts.chunk([]textChoice{{Index: c.index, Text: p}})); err != nil {
+				return err
+			}
+		}
+	}
+	if err := ts.sse.begin(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (ts *textStream) text(c *choice, text string, entries []tokenEntry) error {
+	tc := textChoice{Index: c.index, Text: text}
+	if ts.f.logprobs >= 0 {
+		tc.Logprobs = legacyLogprobs(ts.tok, c, entries, ts.offsets[c.index])
+	}
+	return ts.sse.send(ts.chunk([]textChoice{tc}))
+}
+
+func (ts *textStream) finish(c *choice, reason string) error {
+	return ts.sse.send(ts.chunk([]textChoice{{Index: c.index, FinishReason: &reason}}))
+}
+
+func (ts *textStream) end(u *usage) error {
+	if u != nil {
+		ch := ts.chunk([]textChoice{})
+		ch.Usage = u
+		if err := ts.sse.send(ch); err != nil {
+			return err
+		}
+	}
+	return ts.sse.done()
+}

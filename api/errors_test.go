@@ -1,0 +1,356 @@
+package api
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestErrors checks every refusal: status, OpenAI's error shape and the
+// field named; none of them may reach the engine.
+func TestErrors(t *testing.T) {
+	fs := newFakeServer(t, Options{MaxN: 4, MaxBodyBytes: 4096}, nil)
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	const chat, text = "/v1/chat/completions", "/v1/completions"
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		param, code              string
+	}{
+		{"malformed JSON", "POST", chat, `{"messages":`, 400, "", codeInvalidJSON},
+		{"not an object", "POST", chat, `[1,2]`, 400, "", codeInvalidJSON},
+		{"trailing data", "POST", chat, `{` + msgs + `} {}`, 400, "", codeInvalidJSON},
+		{"empty body", "POST", chat, ``, 400, "", codeInvalidJSON},
+		{"missing messages", "POST", chat, `{}`, 400, "messages", codeMissing},
+		{"null messages", "POST", chat, `{"messages":null}`, 400, "messages", codeMissing},
+		{"empty messages", "POST", chat, `{"messages":[]}`, 400, "messages", codeInvalidValue},
+		{"messages not a list", "POST", chat, `{"messages":"hi"}`, 400, "messages", codeInvalidType},
+		{"message not an object", "POST", chat, `{"messages":["hi"]}`, 400, "messages[0]", codeInvalidType},
+		{"unknown role", "POST", chat, `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", codeInvalidValue},
+		{"role of wrong type", "POST", chat, `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages[0].role", codeInvalidType},
+		{"missing role", "POST", chat, `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role", codeMissing},
+		{"missing content", "POST", chat, `{"messages":[{"role":"user"}]}`, 400, "messages[0].content", codeMissing},
+		{"content of wrong type", "POST", chat, `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", codeInvalidType},
+		{"image part", "POST", chat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content[0].type", codeUnsupported},
+		{"tool message without id", "POST", chat, `{"messages":[{"role":"tool","content":"42"}]}`, 400, "messages[0].tool_call_id", codeMissing},
+		{"unknown message field", "POST", chat, `{"messages":[{"role":"user","content":"hi","mood":"happy"}]}`, 400, "messages[0].mood", codeUnknownParam},
+		{"temperature too high", "POST", chat, `{` + msgs + `,"temperature":2.5}`, 400, "temperature", codeInvalidValue},
+		{"temperature negative", "POST", chat, `{` + msgs + `,"temperature":-0.1}`, 400, "temperature", codeInvalidValue},
+		{"temperature a string", "POST", chat, `{` + msgs + `,"temperature":"hot"}`, 400, "temperature", codeInvalidType},
+		{"top_p zero", "POST", chat, `{` + msgs + `,"top_p":0}`, 400, "top_p", codeInvalidValue},
+		{"top_p above one", "POST", chat, `{` + msgs + `,"top_p":1.5}`, 400, "top_p", codeInvalidValue},
+		{"presence_penalty", "POST", chat, `{` + msgs + `,"presence_penalty":3}`, 400, "presence_penalty", codeInvalidValue},
+		{"n zero", "POST", chat, `{` + msgs + `,"n":0}`, 400, "n", codeInvalidValue},
+		{"n over the cap", "POST", chat, `{` + msgs + `,"n":5}`, 400, "n", codeInvalidValue},
+		{"n fractional", "POST", chat, `{` + msgs + `,"n":1.5}`, 400, "n", codeInvalidType},
+		{"stream not a boolean", "POST", chat, `{` + msgs + `,"stream":"yes"}`, 400, "stream", codeInvalidType},
+		{"max_tokens zero", "POST", chat, `{` + msgs + `,"max_tokens":0}`, 400, "max_tokens", codeInvalidValue},
+		{"max_tokens negative", "POST", chat, `{` + msgs + `,"max_tokens":-5}`, 400, "max_tokens", codeInvalidValue},
+		{"max_completion_tokens zero", "POST", chat, `{` + msgs + `,"max_completion_tokens":0}`, 400, "max_completion_tokens", codeInvalidValue},
+		{"context exceeded", "POST", chat, `{` + msgs + `,"max_tokens":100000}`, 400, "max_tokens", codeContextLength},
+		{"context exceeded before a stream", "POST", chat, `{` + msgs + `,"max_tokens":100000,"stream":true}`, 400, "max_tokens", codeContextLength},
+		{"prompt longer than the context", "POST", text, `{"prompt":"` + strings.Repeat("x", 300) + `"}`, 400, "prompt", codeContextLength},
+		{"conversation longer than the context", "POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}]}`, 400, "messages", codeContextLength},
+		{"stop of wrong type", "POST", chat, `{` + msgs + `,"stop":5}`, 400, "stop", codeInvalidType},
+		{"stop list of wrong type", "POST", chat, `{` + msgs + `,"stop":["a",5]}`, 400, "stop[1]", codeInvalidType},
+		{"empty stop", "POST", chat, `{` + msgs + `,"stop":[""]}`, 400, "stop", codeInvalidValue},
+		{"logit_bias bad key", "POST", chat, `{` + msgs + `,"logit_bias":{"x":1}}`, 400, "logit_bias", codeInvalidValue},
+		{"logit_bias outside the vocabulary", "POST", chat, `{` + msgs + `,"logit_bias":{"99999":1}}`, 400, "logit_bias", codeInvalidValue},
+		{"logit_bias too large", "POST", chat, `{` + msgs + `,"logit_bias":{"5":101}}`, 400, "logit_bias", codeInvalidValue},
+		{"logit_bias not an object", "POST", chat, `{` + msgs + `,"logit_bias":[1]}`, 400, "logit_bias", codeInvalidType},
+		{"top_logprobs without logprobs", "POST", chat, `{` + msgs + `,"top_logprobs":2}`, 400, "top_logprobs", codeInvalidValue},
+		{"top_logprobs too many", "POST", chat, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, 400, "top_logprobs", codeInvalidValue},
+		{"stream_options without stream", "POST", chat, `{` + msgs + `,"stream_options":{"include_usage":true}}`, 400, "stream_options", codeInvalidValue},
+		{"seed fractional", "POST", chat, `{` + msgs + `,"seed":1.5}`, 400, "seed", codeInvalidType},
+		{"tools", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "tools", codeUnsupported},
+		{"tool_choice required", "POST", chat, `{` + msgs + `,"tool_choice":"required"}`, 400, "tool_choice", codeUnsupported},
+		{"json_schema", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{}}}`, 400, "response_format", codeUnsupported},
+		{"json_object", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_object"}}`, 400, "response_format", codeUnsupported},
+		{"unknown parameter", "POST", chat, `{` + msgs + `,"frobnicate":1}`, 400, "frobnicate", codeUnknownParam},
+		{"template refusal", "POST", chat, `{"messages":[{"role":"user","content":"boom"}]}`, 400, "messages", codeTemplate},
+		{"unknown model", "POST", chat, `{"model":"gpt-9",` + msgs + `}`, 404, "model", codeModelNotFound},
+		{"model of wrong type", "POST", chat, `{"model":7,` + msgs + `}`, 400, "model", codeInvalidType},
+		{"unknown model in completions", "POST", text, `{"model":"gpt-9","prompt":"x"}`, 404, "model", codeModelNotFound},
+		{"unknown model in embeddings", "POST", "/v1/embeddings", `{"model":"gpt-9","input":"x"}`, 404, "model", codeModelNotFound},
+		{"unknown model by id", "GET", "/v1/models/gpt-9", ``, 404, "model", codeModelNotFound},
+		{"missing prompt", "POST", text, `{}`, 400, "prompt", codeMissing},
+		{"prompt of wrong type", "POST", text, `{"prompt":{"a":1}}`, 400, "prompt", codeInvalidType},
+		{"empty prompt list", "POST", text, `{"prompt":[]}`, 400, "prompt", codeInvalidValue},
+		{"prompt token outside the vocabulary", "POST", text, `{"prompt":[1,99999]}`, 400, "prompt", codeInvalidValue},
+		{"too many choices", "POST", text, `{"prompt":["a","b","c"],"n":2}`, 400, "n", codeInvalidValue},
+		{"echo with logprobs", "POST", text, `{"prompt":"x","echo":true,"logprobs":1}`, 400, "logprobs", codeUnsupported},
+		{"legacy logprobs too many", "POST", text, `{"prompt":"x","logprobs":6}`, 400, "logprobs", codeInvalidValue},
+		{"suffix", "POST", text, `{"prompt":"x","suffix":"y"}`, 400, "suffix", codeUnsupported},
+		{"best_of", "POST", text, `{"prompt":"x","best_of":3}`, 400, "best_of", codeUnsupported},
+		{"embedding of nothing", "POST", "/v1/embeddings", `{"input":""}`, 400, "input", codeInvalidValue},
+		{"embedding without input", "POST", "/v1/embeddings", `{}`, 400, "input", codeMissing},
+		{"embedding format", "POST", "/v1/embeddings", `{"input":"x","encoding_format":"hex"}`, 400, "encoding_format", codeInvalidValue},
+		{"embedding too long", "POST", "/v1/embeddings", `{"input":"` + strings.Repeat("y", 300) + `"}`, 400, "input", codeContextLength},
+		{"tokenize without content", "POST", "/tokenize", `{}`, 400, "content", codeMissing},
+		{"detokenize bad id", "POST", "/detokenize", `{"tokens":[-1]}`, 400, "tokens[0]", codeInvalidValue},
+		{"unknown path", "GET", "/v1/nothing", ``, 404, "", codeNotFound},
+		{"wrong method", "GET", chat, ``, 405, "", codeMethod},
+		{"body too large", "POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "", codeTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := do(t, tc.method, fs.URL+tc.path, tc.body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("content type %q", ct)
+			}
+			e := decode[wireError](t, b)
+			if e.Error.Message == "" || e.Error.Type != typeInvalidRequest {
+				t.Errorf("error %s", b)
+			}
+			if param := deref(e.Error.Param); param != tc.param {
+				t.Errorf("param %q, want %q: %s", param, tc.param, b)
+			}
+			if code := deref(e.Error.Code); code != tc.code {
+				t.Errorf("code %q, want %q: %s", code, tc.code, b)
+			}
+		})
+	}
+	if got := fs.eng.requests(); len(got) != 0 {
+		t.Errorf("%d refused requests reached the engine", len(got))
+	}
+	resp, _ := do(t, "DELETE", fs.URL+"/v1/models", "")
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET" {
+		t.Errorf("405 with Allow %q", resp.Header.Get("Allow"))
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func TestQueueFull(t *testing.T) {
+	fs := newFakeServer(t, Options{}, func(e *fakeEngine) { e.capacity = 2; e.delay = 5 * time.Millisecond })
+	// n=3 needs three engine requests; the third is refused and the two
+	// already queued are cancelled.
+	resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"n":3,"max_tokens":50}`)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if e := decode[wireError](t, b); e.Error.Type != typeRateLimit {
+		t.Errorf("%s", b)
+	}
+	fs.eng.waitIdle(t, 2*time.Second)
+	if resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"n":2,"max_tokens":2}`); resp.StatusCode != 200 {
+		t.Fatalf("after the 429: status %d: %s", resp.StatusCode, b)
+	}
+}
+
+func TestHealthWhileLoading(t *testing.T) {
+	s := New(Options{})
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	resp, b := do(t, "GET", hs.URL+"/health", "")
+	if resp.StatusCode != 503 || decode[wireError](t, b).Error.Type != typeUnavailable {
+		t.Fatalf("loading: status %d: %s", resp.StatusCode, b)
+	}
+	if resp, _ := do(t, "POST", hs.URL+"/v1/chat/completions", `{}`); resp.StatusCode != 503 {
+		t.Errorf("chat while loading: status %d", resp.StatusCode)
+	}
+	tk := testTokenizer(t)
+	s.SetModel(&Model{ID: "m", Tokenizer: tk, Engine: newFakeEngine(tk)})
+	if resp, b := do(t, "GET", hs.URL+"/health", ""); resp.StatusCode != 200 || string(b) != "{\"status\":\"ok\"}\n" {
+		t.Fatalf("ready: status %d: %s", resp.StatusCode, b)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	fs := newFakeServer(t, Options{APIKeys: []string{"k1", "k2"}}, nil)
+	tests := []struct {
+		method, path, header string
+		status               int
+	}{
+		{"GET", "/v1/models", "", 401},
+		{"GET", "/v1/models", "Bearer wrong", 401},
+		{"GET", "/v1/models", "Basic azE=", 401},
+		{"GET", "/v1/models", "Bearer k1", 200},
+		{"GET", "/v1/models", "Bearer k2", 200},
+		{"POST", "/v1/chat/completions", "", 401},
+		{"GET", "/metrics", "", 401},
+		{"GET", "/health", "", 200},
+		{"GET", "/v1/nothing", "Bearer k1", 404},
+	}
+	for _, tc := range tests {
+		resp, b := do(t, tc.method, fs.URL+tc.path, "", "Authorization", tc.header)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s with %q: status %d, want %d: %s", tc.path, tc.header, resp.StatusCode, tc.status, b)
+		}
+		if tc.status == 401 && deref(decode[wireError](t, b).Error.Code) != codeInvalidAPIKey {
+			t.Errorf("401 body %s", b)
+		}
+	}
+}
+
+func TestModels(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	_, b := do(t, "GET", fs.URL+"/v1/models", "")
+	l := decode[modelList](t, b)
+	if l.Object != "list" || len(l.Data) != 1 || l.Data[0].ID != "fake-model" || l.Data[0].Object != "model" || l.Data[0].Created == 0 || l.Data[0].OwnedBy == "" {
+		t.Errorf("%s", b)
+	}
+	resp, b := do(t, "GET", fs.URL+"/v1/models/fake-model", "")
+	if m := decode[modelObject](t, b); resp.StatusCode != 200 || m.ID != "fake-model" {
+		t.Errorf("%d %s", resp.StatusCode, b)
+	}
+}
+
+func TestEmbeddings(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	resp, b := do(t, "POST", fs.URL+"/v1/embeddings", `{"input":["hello","world!"],"model":"fake-model"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	type embeddings struct {
+		Object string
+		Model  string
+		Data   []struct {
+			Object    string
+			Index     int
+			Embedding []float32
+		}
+		Usage embeddingUsage
+	}
+	l := decode[embeddings](t, b)
+	if l.Object != "list" || l.Model != "fake-model" || len(l.Data) != 2 || l.Data[1].Index != 1 || l.Data[0].Object != "embedding" {
+		t.Fatalf("%s", b)
+	}
+	if l.Usage.PromptTokens == 0 || l.Usage.TotalTokens != l.Usage.PromptTokens {
+		t.Errorf("usage %+v", l.Usage)
+	}
+	_, b = do(t, "POST", fs.URL+"/v1/embeddings", `{"input":"hello","encoding_format":"base64"}`)
+	e := decode[struct{ Data []struct{ Embedding string } }](t, b)
+	raw, err := base64.StdEncoding.DecodeString(e.Data[0].Embedding)
+	if err != nil || len(raw) != 4*len(l.Data[0].Embedding) {
+		t.Fatalf("base64 %q: %v", e.Data[0].Embedding, err)
+	}
+	for i, want := range l.Data[0].Embedding {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])); got != want {
+			t.Errorf("component %d: %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestTokenize(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	_, b := do(t, "POST", fs.URL+"/tokenize", `{"content":"Hé"}`)
+	toks := decode[struct{ Tokens []int }](t, b).Tokens
+	if len(toks) != 4 || toks[0] == 1 { // "▁", "H", 0xC3, 0xA9; no BOS by default
+		t.Fatalf("%s", b)
+	}
+	_, b = do(t, "POST", fs.URL+"/tokenize", `{"content":"Hé","add_special":true,"with_pieces":true}`)
+	if !strings.Contains(string(b), `{"id":1,"piece":"<s>"}`) || !strings.Contains(string(b), `"piece":[195]`) {
+		t.Errorf("%s", b)
+	}
+	req, _ := json.Marshal(map[string]any{"tokens": toks})
+	_, b = do(t, "POST", fs.URL+"/detokenize", string(req))
+	if c := decode[struct{ Content string }](t, b).Content; c != " Hé" {
+		t.Errorf("detokenize %q", c)
+	}
+}
+
+// TestClientDisconnect drops a stream mid-way: the engine request must be
+// cancelled and freed, and the server keeps answering.
+func TestClientDisconnect(t *testing.T) {
+	fs := newFakeServer(t, Options{}, func(e *fakeEngine) { e.delay = 2 * time.Millisecond })
+	req, _ := http.NewRequest("POST", fs.URL+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	for range 6 { // the role chunk and two tokens
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp.Body.Close()
+	fs.eng.waitIdle(t, 2*time.Second)
+	if n := fs.eng.cancelledCount(); n != 1 {
+		t.Errorf("%d requests cancelled", n)
+	}
+	if resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`); resp.StatusCode != 200 {
+		t.Fatalf("after the disconnect: %d %s", resp.StatusCode, b)
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	fs := newFakeServer(t, Options{CORSOrigins: []string{"https://ok.example"}}, nil)
+	t.Run("request id", func(t *testing.T) {
+		resp, _ := do(t, "GET", fs.URL+"/health", "")
+		if !regexp.MustCompile(`^` + uuidRE + `$`).MatchString(resp.Header.Get("X-Request-Id")) {
+			t.Errorf("X-Request-Id %q", resp.Header.Get("X-Request-Id"))
+		}
+		resp, _ = do(t, "GET", fs.URL+"/health", "", "X-Request-Id", "client-id-1")
+		if resp.Header.Get("X-Request-Id") != "client-id-1" {
+			t.Errorf("client id not echoed: %q", resp.Header.Get("X-Request-Id"))
+		}
+		resp, _ = do(t, "GET", fs.URL+"/health", "", "X-Request-Id", "bad id")
+		if resp.Header.Get("X-Request-Id") == "bad id" {
+			t.Error("a bad client id was echoed")
+		}
+	})
+	t.Run("panic", func(t *testing.T) {
+		resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"panic please"}]}`)
+		if resp.StatusCode != 500 || decode[wireError](t, b).Error.Type != typeServer {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		if resp, _ := do(t, "GET", fs.URL+"/health", ""); resp.StatusCode != 200 {
+			t.Error("the server does not answer after a panic")
+		}
+	})
+	t.Run("cors", func(t *testing.T) {
+		resp, _ := do(t, "OPTIONS", fs.URL+"/v1/chat/completions", "", "Origin", "https://ok.example", "Access-Control-Request-Method", "POST",
+			"Access-Control-Request-Headers", "authorization,content-type")
+		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "https://ok.example" ||
+			resp.Header.Get("Access-Control-Allow-Headers") != "authorization,content-type" {
+			t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
+		}
+		resp, _ = do(t, "GET", fs.URL+"/v1/models", "", "Origin", "https://evil.example")
+		if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Error("an unlisted origin was allowed")
+		}
+		off := newFakeServer(t, Options{}, nil)
+		resp, _ = do(t, "GET", off.URL+"/v1/models", "", "Origin", "https://ok.example")
+		if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Error("CORS is on by default")
+		}
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}`)
+	_, b := do(t, "GET", fs.URL+"/metrics", "")
+	for _, want := range []string{
+		"ruvllm_prompt_tokens_total ",
+		"ruvllm_generation_tokens_total 3",
+		`ruvllm_time_to_first_token_seconds_count{route="/v1/chat/completions"} 1`,
+		`ruvllm_request_duration_seconds_count{route="/v1/chat/completions"} 1`,
+		`ruvllm_http_requests_total{code="200",route="/v1/chat/completions"} 1`,
+		"ruvllm_queue_depth 0",
+		"ruvllm_kv_cache_bytes 0",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

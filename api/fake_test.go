@@ -1,0 +1,295 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/chat"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// testWords are the normal pieces of the test vocabulary, after <unk>, <s>,
+// </s> and the 256 byte tokens. "▁" is SentencePiece's space.
+var testWords = []string{"▁Hello", "▁world", "ST", "OP", "!", "▁here", "▁S", "TOP", "▁the", "▁end", "<", "|", ">", "im", "_", "start", "end", "user", "assistant", "system", "▁"}
+
+// testTokenizer is an SPM tokenizer over a small hand-made vocabulary with
+// byte fallback, so that any text encodes.
+func testTokenizer(tb testing.TB) *tokenizer.Tokenizer {
+	tb.Helper()
+	v := &tokenizer.Vocab{
+		Model: "llama",
+		BOS:   1, EOS: 2, UNK: 0, EOT: -1, EOM: -1, PAD: -1, SEP: -1, CLS: -1, MASK: -1,
+		FIMPre: -1, FIMSuf: -1, FIMMid: -1, FIMPad: -1, FIMRep: -1, FIMSep: -1,
+		AddBOS: true, AddSpacePrefix: true,
+	}
+	add := func(s string, typ tokenizer.TokenType, score float32) {
+		v.Tokens = append(v.Tokens, s)
+		v.Types = append(v.Types, typ)
+		v.Scores = append(v.Scores, score)
+	}
+	add("<unk>", tokenizer.TokenUnknown, 0)
+	add("<s>", tokenizer.TokenControl, 0)
+	add("</s>", tokenizer.TokenControl, 0)
+	for b := range 256 {
+		add(fmt.Sprintf("<0x%02X>", b), tokenizer.TokenByte, 0)
+	}
+	for i, w := range testWords {
+		add(w, tokenizer.TokenNormal, -float32(i))
+	}
+	tk, err := tokenizer.New(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tk
+}
+
+// ids maps pieces of the test vocabulary ("▁Hello", or a byte "<0xC3>") to
+// their token ids.
+func ids(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) []int32 {
+	tb.Helper()
+	out := make([]int32, len(pieces))
+	for i, p := range pieces {
+		id, ok := tk.Vocab().IDs[p]
+		if !ok {
+			tb.Fatalf("piece %q is not in the test vocabulary", p)
+		}
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// fakeEngine plays the engine's part of the contract: it streams a script
+// of tokens per request, honours MaxTokens ("length"), ends the script with
+// "stop", stops within one token when the request's context is cancelled,
+// and refuses requests beyond its capacity with ErrQueueFull.
+type fakeEngine struct {
+	maxLen   int
+	capacity int           // requests at once; 0: unlimited
+	delay    time.Duration // between tokens
+	// script gives the tokens of a request; nil repeats "▁Hello" forever.
+	script func(r backends.Request) []int32
+	hello  int32
+
+	mu        sync.Mutex
+	active    int
+	submitted []backends.Request
+	cancelled int
+	idle      *sync.Cond
+}
+
+func newFakeEngine(tk *tokenizer.Tokenizer) *fakeEngine {
+	e := &fakeEngine{maxLen: 256, hello: int32(tk.Vocab().IDs["▁Hello"])}
+	e.idle = sync.NewCond(&e.mu)
+	return e
+}
+
+func (e *fakeEngine) MaxLen() int { return e.maxLen }
+
+func (e *fakeEngine) Stats() backends.EngineStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return backends.EngineStats{Running: e.active, KVBytes: int64(e.active) * 1000}
+}
+
+func (e *fakeEngine) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+	if len(tokens) > e.maxLen {
+		return nil, backends.ErrContextLength
+	}
+	// A unit vector that depends on the tokens.
+	v := []float32{float32(len(tokens)), float32(tokens[0]), 1}
+	n := float32(math.Sqrt(float64(v[0]*v[0] + v[1]*v[1] + v[2]*v[2])))
+	for i := range v {
+		v[i] /= n
+	}
+	return v, nil
+}
+
+func (e *fakeEngine) Submit(ctx context.Context, r backends.Request) (*backends.Stream, error) {
+	if len(r.Prompt)+r.MaxTokens > e.maxLen {
+		return nil, fmt.Errorf("%w: %d + %d > %d", backends.ErrContextLength, len(r.Prompt), r.MaxTokens, e.maxLen)
+	}
+	if r.MaxTokens <= 0 || len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("%w: bad request", backends.ErrInvalidRequest)
+	}
+	e.mu.Lock()
+	if e.capacity > 0 && e.active >= e.capacity {
+		e.mu.Unlock()
+		return nil, backends.ErrQueueFull
+	}
+	e.active++
+	e.submitted = append(e.submitted, r)
+	e.mu.Unlock()
+
+	var script []int32
+	if e.script != nil {
+		script = e.script(r)
+	}
+	ch := make(chan backends.Event, 4)
+	go func() {
+		defer func() {
+			close(ch)
+			e.mu.Lock()
+			e.active--
+			e.idle.Broadcast()
+			e.mu.Unlock()
+		}()
+		for i := 0; ; i++ {
+			if i == r.MaxTokens {
+				ch <- backends.Event{Finish: "length"}
+				return
+			}
+			id := e.hello
+			if e.script != nil {
+				if i == len(script) {
+					ch <- backends.Event{Finish: "stop"}
+					return
+				}
+				id = script[i]
+			}
+			tok := &backends.Token{ID: id}
+			if r.TopLogprobs >= 0 {
+				tok.Logprob = -0.25
+				for k := range r.TopLogprobs {
+					tok.Top = append(tok.Top, backends.TokenLogprob{ID: int(id) + k, Logprob: -0.25 - float32(k)})
+				}
+			}
+			if e.delay > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(e.delay):
+				}
+			}
+			if ctx.Err() != nil {
+				e.mu.Lock()
+				e.cancelled++
+				e.mu.Unlock()
+				ch <- backends.Event{Err: ctx.Err()}
+				return
+			}
+			select {
+			case ch <- backends.Event{Token: tok}:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return &backends.Stream{Events: ch, PromptTokens: len(r.Prompt)}, nil
+}
+
+// waitIdle waits until no request runs, or fails the test after d.
+func (e *fakeEngine) waitIdle(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() {
+		e.mu.Lock()
+		for e.active > 0 {
+			e.idle.Wait()
+		}
+		e.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		e.mu.Lock()
+		n := e.active
+		e.mu.Unlock()
+		tb.Fatalf("%d engine requests still run after %v", n, d)
+	}
+}
+
+func (e *fakeEngine) cancelledCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cancelled
+}
+
+func (e *fakeEngine) requests() []backends.Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]backends.Request(nil), e.submitted...)
+}
+
+// templateChat renders with a parsed chat template, as models.Model does.
+type templateChat struct{ t *chat.Template }
+
+func (c templateChat) RenderChat(messages []map[string]any, tools []any, addGen bool) (string, error) {
+	if len(messages) > 0 && messages[0]["content"] == "panic please" {
+		panic("the renderer was asked to panic")
+	}
+	return c.t.Render(chat.Input{Messages: messages, Tools: tools, AddGenerationPrompt: addGen, BOSToken: "<s>", EOSToken: "</s>"})
+}
+
+// chatMLRaising is ChatML that refuses a message whose content is "boom",
+// as real templates refuse, say, roles out of order.
+const chatMLRaising = `{%- for message in messages %}{%- if message['content'] == 'boom' %}{{ raise_exception('boom is not allowed') }}{%- endif %}` +
+	`{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{%- endfor %}` +
+	`{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}`
+
+// fakeServer is an API server over the fake engine.
+type fakeServer struct {
+	*httptest.Server
+	api *Server
+	eng *fakeEngine
+	tok *tokenizer.Tokenizer
+}
+
+func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServer {
+	tb.Helper()
+	tk := testTokenizer(tb)
+	eng := newFakeEngine(tk)
+	if setup != nil {
+		setup(eng)
+	}
+	tmpl, err := chat.Parse(chatMLRaising)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if o.Version == "" {
+		o.Version = "test-version"
+	}
+	s := New(o)
+	s.SetModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: templateChat{tmpl}, Engine: eng})
+	hs := httptest.NewServer(s)
+	tb.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return &fakeServer{Server: hs, api: s, eng: eng, tok: tk}
+}
+
+// scriptOf makes a script that always plays the same pieces.
+func scriptOf(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) func(backends.Request) []int32 {
+	s := ids(tb, tk, pieces...)
+	return func(backends.Request) []int32 { return s }
+}
+
+func TestTestTokenizer(t *testing.T) {
+	tk := testTokenizer(t)
+	got := tk.Decode(toInts(ids(t, tk, "▁Hello", "▁world", "!")))
+	if got != "Hello world!" {
+		t.Fatalf("decode = %q", got)
+	}
+	// The vocabulary lacks the pieces SPM merges through, so text encodes
+	// byte by byte after BOS.
+	if enc := tk.Encode("Hi", tokenizer.EncodeOptions{AddSpecial: true}); len(enc) != 4 || enc[0] != 1 {
+		t.Fatalf("encode = %v", enc)
+	}
+	if !strings.Contains(tk.Decode(tk.Encode("héllo", tokenizer.EncodeOptions{})), "é") {
+		t.Fatal("byte fallback does not round-trip")
+	}
+}
+
+func toInts(a []int32) []int {
+	out := make([]int, len(a))
+	for i, v := range a {
+		out[i] = int(v)
+	}
+	return out
+}

@@ -1,0 +1,222 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/google/uuid"
+)
+
+// requestInfo is what a handler reports about a request for the access
+// log. Only the request's own goroutine touches it.
+type requestInfo struct {
+	id               string
+	start            time.Time
+	promptTokens     int
+	completionTokens int
+	ttft             time.Duration // 0: no token was generated
+}
+
+type infoKey struct{}
+
+// info returns the request's requestInfo; a request that did not pass
+// through the middleware gets a throwaway one.
+func info(ctx context.Context) *requestInfo {
+	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		return ri
+	}
+	return &requestInfo{start: time.Now()}
+}
+
+// maxRequestIDLen bounds a client-supplied X-Request-Id.
+const maxRequestIDLen = 128
+
+// requestID takes the client's X-Request-Id when it is a sane token, else
+// makes one, and echoes it in the response.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID(id) {
+			id = uuid.NewString()
+		}
+		w.Header().Set("X-Request-Id", id)
+		ri := &requestInfo{id: id, start: time.Now()}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), infoKey{}, ri)))
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// accessLog writes one line per request when it ends, and feeds the
+// request metrics.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		ri := info(r.Context())
+		d := time.Since(ri.start)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		route := routePattern(r)
+		s.metrics.observeRequest(route, status, d)
+		ev := s.opt.Logger.Info()
+		if status >= 500 {
+			ev = s.opt.Logger.Error()
+		}
+		ev = ev.Str("request_id", ri.id).Str("method", r.Method).Str("path", r.URL.Path).
+			Int("status", status).Int("tokens_in", ri.promptTokens).Int("tokens_out", ri.completionTokens).
+			Int("bytes", ww.BytesWritten()).Dur("duration", d)
+		if ri.ttft > 0 {
+			ev = ev.Dur("ttft", ri.ttft)
+		}
+		ev.Msg("request")
+	})
+}
+
+// routePattern is the matched route, so that metrics labels stay few
+// however many paths clients try.
+func routePattern(r *http.Request) string {
+	if rc := chiRouteContext(r); rc != nil {
+		if p := rc.RoutePattern(); p != "" {
+			return p
+		}
+	}
+	return "unmatched"
+}
+
+// recoverPanic turns a handler panic into a 500 JSON error (when nothing
+// was sent yet) and a logged stack, so one bad request never takes the
+// server down.
+func (s *Server) recoverPanic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.opt.Logger.Error().Str("request_id", info(r.Context()).id).Interface("panic", v).
+				Bytes("stack", debug.Stack()).Msg("handler panicked")
+			if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
+				// The response has begun: all that is left is to cut it off.
+				panic(http.ErrAbortHandler)
+			}
+			writeError(w, internalError("internal server error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cors answers browsers from the configured origins; with none it adds
+// nothing, so cross-origin browser calls are refused.
+func (s *Server) cors(next http.Handler) http.Handler {
+	if len(s.opt.CORSOrigins) == 0 {
+		return next
+	}
+	any := slices.Contains(s.opt.CORSOrigins, "*")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !(any || slices.Contains(s.opt.CORSOrigins, origin)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		if any {
+			h.Set("Access-Control-Allow-Origin", "*")
+		} else {
+			h.Set("Access-Control-Allow-Origin", origin)
+		}
+		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+				h.Set("Access-Control-Allow-Headers", req)
+			}
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody caps the request body at MaxBodyBytes: a declared length over
+// the cap is refused at once, a body that grows past it fails while read.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.opt.MaxBodyBytes {
+			writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: codeTooLarge,
+				Message: "request body is larger than the limit of " + itoa(s.opt.MaxBodyBytes) + " bytes"})
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// auth requires "Authorization: Bearer KEY" with one of the keys.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if len(s.opt.APIKeys) == 0 {
+		return next
+	}
+	keys := make([][]byte, len(s.opt.APIKeys))
+	for i, k := range s.opt.APIKeys {
+		keys[i] = []byte(k)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			token, ok = strings.CutPrefix(h, "bearer ")
+		}
+		valid := 0
+		if ok {
+			t := []byte(strings.TrimSpace(token))
+			for _, k := range keys {
+				// Every key is compared, so the time taken does not tell
+				// which one nearly matched.
+				valid |= subtle.ConstantTimeCompare(t, k)
+			}
+		}
+		if valid != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ruvllm"`)
+			msg := "missing API key: send it as \"Authorization: Bearer KEY\""
+			if ok {
+				msg = "incorrect API key provided"
+			}
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: codeInvalidAPIKey, Message: msg})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func chiRouteContext(r *http.Request) *chi.Context { return chi.RouteContext(r.Context()) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

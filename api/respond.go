@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// format is what differs between chat and text completions: ids, the
+// response object, and the chunks of a stream.
+type format interface {
+	idPrefix() string
+	response(h responseHead, gen *generation, t *tokenizer.Tokenizer, u usage) any
+	stream(sse *sseWriter, h responseHead, t *tokenizer.Tokenizer, includeUsage bool) streamSink
+}
+
+// streamSink is a sink that writes a streaming response.
+type streamSink interface {
+	sink
+	// begin writes what precedes the first token (the role chunks).
+	begin(gen *generation) error
+	// end writes the usage chunk (when u is not nil) and [DONE].
+	end(u *usage) error
+}
+
+func (chatFormat) stream(sse *sseWriter, h responseHead, t *tokenizer.Tokenizer, includeUsage bool) streamSink {
+	cs := &chatStream{sse: sse, head: h, tok: t}
+	if includeUsage {
+		cs.usageNull = json.RawMessage("null")
+	}
+	return cs
+}
+
+// discard is the sink of a non-streaming response: the choices keep their
+// own text, which is formatted at the end.
+type discard struct{}
+
+func (discard) text(*choice, string, []tokenEntry) error { return nil }
+func (discard) finish(*choice, string) error             { return nil }
+
+// generate runs prompts through the engine and answers in f's shape,
+// streamed or whole.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, route string, prompts []prompt, g *genRequest, f format) {
+	ctx := r.Context()
+	gen, err := s.startGeneration(ctx, m, route, prompts, g)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer s.account(ctx, gen)
+	h := s.head(f.idPrefix(), m)
+	if !g.stream {
+		if err := gen.run(ctx, discard{}); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, f.response(h, gen, m.Tokenizer, gen.usage()))
+		return
+	}
+	sse := newSSE(w)
+	ss := f.stream(sse, h, m.Tokenizer, g.includeUsage)
+	if err := ss.begin(gen); err != nil {
+		return
+	}
+	if err := gen.run(ctx, ss); err != nil {
+		if err != errClientGone {
+			// The status line is long gone: the error travels as an event,
+			// which the SDKs raise as an APIError.
+			sse.send(err.body())
+		}
+		return
+	}
+	var up *usage
+	if g.includeUsage {
+		u := gen.usage()
+		up = &u
+	}
+	ss.end(up)
+}
+
+// account ends a generation (cancelling what still runs) and records its
+// tokens and time to first token for the access log and the metrics,
+// however it ended.
+func (s *Server) account(ctx context.Context, gen *generation) {
+	gen.close()
+	u := gen.usage()
+	ri := info(ctx)
+	ri.promptTokens, ri.completionTokens, ri.ttft = u.PromptTokens, u.CompletionTokens, gen.ttft
+	s.metrics.observeUsage(u)
+	if gen.ttft > 0 {
+		s.metrics.observeTTFT(gen.route, gen.ttft)
+	}
+}

@@ -1,0 +1,201 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// Engine is what the API needs of backends.Engine: a queue that runs
+// generation requests and embeddings on one loaded model.
+type Engine interface {
+	// Submit queues r; events arrive on the returned stream until its
+	// channel closes. Cancelling ctx stops the request and frees its slot.
+	Submit(ctx context.Context, r backends.Request) (*backends.Stream, error)
+	// Embed returns the mean-pooled, L2-normalised final hidden states of
+	// tokens.
+	Embed(ctx context.Context, tokens []int32) ([]float32, error)
+	// Stats reports the queue, the running requests and the KV memory.
+	Stats() backends.EngineStats
+	// MaxLen is the most tokens (prompt plus generated) one request holds.
+	MaxLen() int
+}
+
+// ChatRenderer turns chat messages into a prompt with the model's chat
+// template; *models.Model is one.
+type ChatRenderer interface {
+	RenderChat(messages []map[string]any, tools []any, addGenerationPrompt bool) (string, error)
+}
+
+// Model is a loaded model as the API serves it.
+type Model struct {
+	// ID is the model's name in the API: what clients pass as "model".
+	ID string
+	// Created is when the model was loaded; zero means when SetModel ran.
+	Created   time.Time
+	Tokenizer *tokenizer.Tokenizer
+	Chat      ChatRenderer
+	Engine    Engine
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxN         = 16
+	DefaultMaxBodyBytes = 8 << 20
+)
+
+// Options configure a Server; the zero value serves without auth, CORS or
+// logging, with llama.cpp's default sampling for fields a request leaves
+// out.
+type Options struct {
+	// Version is reported as system_fingerprint.
+	Version string
+	// APIKeys, when not empty, are the bearer tokens every endpoint but
+	// /health requires.
+	APIKeys []string
+	// MaxN caps a request's choices (n, times the prompts of a text
+	// completion); 0 means DefaultMaxN.
+	MaxN int
+	// MaxBodyBytes caps a request body (413 beyond); 0 means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// CORSOrigins are the origins browsers may call from ("*" for any);
+	// empty turns CORS off.
+	CORSOrigins []string
+	// Sampling holds the sampling settings used for the fields a request
+	// leaves out; nil means backends.DefaultParams() (llama-server's).
+	Sampling *backends.Params
+	// Logger receives one access line per request and server errors.
+	Logger zerolog.Logger
+}
+
+// Server is the HTTP API. It answers 503 until SetModel gives it a model,
+// so that a client can watch /health while the model loads.
+type Server struct {
+	opt      Options
+	sampling backends.Params
+	model    atomic.Pointer[Model]
+	metrics  *metrics
+	handler  http.Handler
+}
+
+// New returns a Server with no model yet.
+func New(o Options) *Server {
+	if o.MaxN <= 0 {
+		o.MaxN = DefaultMaxN
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{opt: o, sampling: backends.DefaultParams()}
+	if o.Sampling != nil {
+		s.sampling = *o.Sampling
+	}
+	s.metrics = newMetrics(s)
+	s.handler = s.routes()
+	return s
+}
+
+// SetModel makes m the served model; the server is ready from then on.
+func (s *Server) SetModel(m *Model) {
+	if m.Created.IsZero() {
+		m.Created = time.Now()
+	}
+	s.model.Store(m)
+}
+
+// Ready reports whether a model is being served.
+func (s *Server) Ready() bool { return s.model.Load() != nil }
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors, s.limitBody)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed(r))
+
+	r.Get("/health", s.health)
+	r.Group(func(r chi.Router) {
+		r.Use(s.auth)
+		r.Get("/metrics", s.metrics.serve)
+		r.Group(func(r chi.Router) {
+			r.Use(s.requireModel)
+			r.Post("/v1/chat/completions", s.chatCompletions)
+			r.Post("/v1/completions", s.completions)
+			r.Post("/v1/embeddings", s.embeddings)
+			r.Get("/v1/models", s.listModels)
+			r.Get("/v1/models/*", s.getModel)
+			r.Post("/tokenize", s.tokenize)
+			r.Post("/detokenize", s.detokenize)
+		})
+	})
+	return r
+}
+
+// requireModel answers 503 while no model is loaded.
+func (s *Server) requireModel(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.model.Load() == nil {
+			writeError(w, loadingError())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loadingError() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: codeLoading, Message: "the model is loading", RetryAfter: 1}
+}
+
+// health is llama-server's /health: 200 {"status":"ok"} when ready, 503
+// while the model loads.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.model.Load() == nil {
+		writeError(w, loadingError())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// notFound is a JSON 404 for an unknown path.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeNotFound,
+		Message: "invalid URL (" + r.Method + " " + r.URL.Path + ")"})
+}
+
+// methodNotAllowed is a JSON 405 that lists the allowed methods in Allow,
+// found by asking the router which methods match the path.
+func (s *Server) methodNotAllowed(mux *chi.Mux) http.HandlerFunc {
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range methods {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: codeMethod,
+			Message: "method " + r.Method + " is not allowed for " + r.URL.Path})
+	}
+}
+
+// lookupModel finds the model a request names; "" means the served one.
+func (s *Server) lookupModel(name string) (*Model, *apiError) {
+	m := s.model.Load()
+	if m == nil {
+		return nil, loadingError()
+	}
+	if name != "" && name != m.ID {
+		return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound,
+			Message: "the model " + quote(name) + " does not exist; this server serves " + quote(m.ID)}
+	}
+	return m, nil
+}

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// maxDetokenize bounds the ids of one /detokenize request.
+const maxDetokenize = 1 << 20
+
+type pieceToken struct {
+	ID    int `json:"id"`
+	Piece any `json:"piece"` // a string, or the byte values when not valid UTF-8
+}
+
+// tokenize serves llama-server's POST /tokenize: {"content", "add_special"
+// (false), "parse_special" (true), "with_pieces" (false)} → {"tokens"}.
+// content may also be a list mixing strings and token ids.
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	f, err := readObject(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m := s.model.Load()
+	addSpecial, _, err := f.boolean("add_special")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	parseSpecial, ok, err := f.boolean("parse_special")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !ok {
+		parseSpecial = true
+	}
+	withPieces, _, err := f.boolean("with_pieces")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ids, err := tokenizeContent(f, m.Tokenizer, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := f.unknown(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !withPieces {
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
+		return
+	}
+	out := make([]pieceToken, len(ids))
+	for i, id := range ids {
+		p := m.Tokenizer.Piece(id)
+		out[i] = pieceToken{ID: id, Piece: p}
+		if !utf8.ValidString(p) {
+			out[i].Piece = byteList(p)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+// tokenizeContent encodes content: a string, or a list of strings and ids
+// (strings encoded without special tokens after the first, as llama-server
+// does for mixed prompts).
+func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOptions) ([]int, *apiError) {
+	v, ok := f.raw("content")
+	if !ok {
+		return nil, invalid("content", codeMissing, "content is required")
+	}
+	var text string
+	if json.Unmarshal(v, &text) == nil {
+		ids := t.Encode(text, o)
+		if ids == nil {
+			ids = []int{}
+		}
+		return ids, nil
+	}
+	items, ok := parseArray(v)
+	if !ok {
+		return nil, f.typeError("content", "a string or an array of strings and token ids")
+	}
+	vocab := len(t.Vocab().Tokens)
+	ids := []int{}
+	for i, it := range items {
+		if json.Unmarshal(it, &text) == nil {
+			ids = append(ids, t.Encode(text, o)...)
+			o.AddSpecial = false
+			continue
+		}
+		id, ok := parseInteger(it)
+		if !ok || id < 0 || id >= int64(vocab) {
+			p := "content[" + strconv.Itoa(i) + "]"
+			return nil, invalid(p, codeInvalidValue, "%s must be a string or a token id in [0, %d)", p, vocab)
+		}
+		ids = append(ids, int(id))
+		o.AddSpecial = false
+	}
+	return ids, nil
+}
+
+// detokenize serves llama-server's POST /detokenize: {"tokens"} →
+// {"content"}, each token's piece with special tokens written out.
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+	f, err := readObject(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	m := s.model.Load()
+	items, ok, err := f.array("tokens")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := f.unknown(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(items) > maxDetokenize {
+		writeError(w, invalid("tokens", codeInvalidValue, "tokens holds %d ids; at most %d are allowed", len(items), maxDetokenize))
+		return
+	}
+	vocab := len(m.Tokenizer.Vocab().Tokens)
+	var b []byte
+	if ok {
+		for i, it := range items {
+			id, ok := parseInteger(it)
+			if !ok || id < 0 || id >= int64(vocab) {
+				p := "tokens[" + strconv.Itoa(i) + "]"
+				writeError(w, invalid(p, codeInvalidValue, "%s must be a token id in [0, %d)", p, vocab))
+				return
+			}
+			b = append(b, m.Tokenizer.Piece(int(id))...)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+}

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ruvllm/ruvllm/api"
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/native"
+	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/models"
+)
+
+func init() {
+	register("serve", "serve the OpenAI-compatible HTTP API (the default command)", runServe)
+}
+
+// defaultServeCtx is the context per sequence when --ctx is not given,
+// capped at the model's trained context: a model trained on 128k tokens
+// would otherwise take gigabytes of KV cache per slot.
+const defaultServeCtx = 4096
+
+// maxConfigBytes bounds a --config file.
+const maxConfigBytes = 1 << 20
+
+// serveConfig is the serve command's configuration, from flags and the
+// --config file.
+type serveConfig struct {
+	src             *modelSource
+	alias           string
+	host            string
+	port            int
+	apiKey, keyFile string
+	ctx             int
+	ctxSet          bool
+	parallel, queue int
+	batch           int
+	threads         *int
+	chatTemplate    string
+	kv              string
+	maxN            int
+	maxBody         int64
+	corsOrigins     string
+	shutdownTimeout time.Duration
+}
+
+const serveSynopsis = "[--model PATH | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
+	"[--api-key K | --api-key-file F] [--ctx N] [--parallel N] [--chat-template FILE|chatml|...] [--threads T] [--config FILE.yaml]"
+
+// parseServeArgs reads the flags, then the --config file for the options
+// the command line left out.
+func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
+	c := &serveConfig{}
+	fs := newFlags("serve", serveSynopsis)
+	c.src = addModelFlags(fs)
+	c.threads = addThreadsFlag(fs)
+	fs.StringVar(&c.alias, "alias", "", "the model id clients use (default: the file name without .gguf)")
+	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on")
+	fs.IntVar(&c.port, "port", 8080, "port to listen on (0 picks a free one)")
+	fs.StringVar(&c.apiKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
+	fs.StringVar(&c.keyFile, "api-key-file", "", "require one of the keys in this file (one per line)")
+	fs.IntVar(&c.ctx, "ctx", 0, fmt.Sprintf("context per sequence in tokens; 0 = the model's trained context (default: %d, or the trained context if smaller)", defaultServeCtx))
+	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once; more requests wait in the queue")
+	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot; beyond them clients get 429")
+	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
+	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template: a .jinja file or a built-in name (chatml, ...); default: the model's")
+	fs.StringVar(&c.kv, "kv", "f16", "KV cache precision: f16 or f32")
+	fs.IntVar(&c.maxN, "max-n", api.DefaultMaxN, "most choices (n) one request may ask for")
+	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins browsers may call from, * for any (default: CORS off)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
+	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name; flags given on the command line win")
+	pos, err := fs.parse(args, stdout)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q (see -h)", errUsage, pos[0])
+	}
+	if *config != "" {
+		if err := applyServeConfig(fs.FlagSet, *config); err != nil {
+			return nil, err
+		}
+	}
+	fs.Visit(func(f *flag.Flag) { c.ctxSet = c.ctxSet || f.Name == "ctx" })
+	switch {
+	case *c.src.path != "" && *c.src.hf != "":
+		return nil, fmt.Errorf("%w: give --model or --hf, not both", errUsage)
+	case c.apiKey != "" && c.keyFile != "":
+		return nil, fmt.Errorf("%w: give --api-key or --api-key-file, not both", errUsage)
+	case c.port < 0 || c.port > 65535:
+		return nil, fmt.Errorf("%w: --port %d is outside 0 … 65535", errUsage, c.port)
+	case c.ctx < 0 || c.parallel < 1 || c.queue < 1 || c.batch < 1 || *c.threads < 0 || c.maxN < 1 || c.maxBody < 1:
+		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
+	case c.shutdownTimeout < 0:
+		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+	}
+	return c, nil
+}
+
+// applyServeConfig sets, from a YAML file of option: value pairs, every
+// flag the command line did not set. YAML is a superset of JSON, so a JSON
+// object works too. Lists (cors-origins) are joined with commas.
+func applyServeConfig(fs *flag.FlagSet, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if len(b) > maxConfigBytes {
+		return fmt.Errorf("--config %s: larger than %d bytes", path, maxConfigBytes)
+	}
+	var opts map[string]any
+	if err := yaml.Unmarshal(b, &opts); err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for key, v := range opts {
+		name := strings.ReplaceAll(key, "_", "-")
+		fl := fs.Lookup(name)
+		if fl == nil || name == "config" {
+			return fmt.Errorf("--config %s: unknown option %q", path, key)
+		}
+		if given[name] {
+			continue
+		}
+		s, err := configValue(v)
+		if err != nil {
+			return fmt.Errorf("--config %s: %s: %w", path, key, err)
+		}
+		if err := fs.Set(name, s); err != nil {
+			return fmt.Errorf("--config %s: %s: %w", path, key, err)
+		}
+	}
+	return nil
+}
+
+// configValue renders a YAML value as the flag's text.
+func configValue(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case uint64:
+		return strconv.FormatUint(x, 10), nil
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64), nil
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			s, err := configValue(e)
+			if err != nil {
+				return "", err
+			}
+			if _, nested := e.([]any); nested {
+				return "", errors.New("nested lists are not an option value")
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", fmt.Errorf("a %T is not an option value", v)
+}
+
+// apiKeys reads the keys: --api-key, or the non-empty lines of
+// --api-key-file that are not # comments.
+func (c *serveConfig) apiKeys() ([]string, error) {
+	if c.apiKey != "" {
+		return []string{c.apiKey}, nil
+	}
+	if c.keyFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--api-key-file: %w", err)
+	}
+	var keys []string
+	for line := range strings.Lines(string(b)) {
+		if k := strings.TrimSpace(line); k != "" && !strings.HasPrefix(k, "#") {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("--api-key-file %s holds no key", c.keyFile)
+	}
+	return keys, nil
+}
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	c, err := parseServeArgs(args, stdout)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, c, serveHooks{onSignal: stop})
+}
+
+// serveHooks let tests watch the server; the zero value does nothing.
+type serveHooks struct {
+	// onListen receives the address the server listens on.
+	onListen func(addr string)
+	// onSignal runs when ctx ends, before the graceful shutdown: runServe
+	// stops catching signals there, so a second Ctrl-C exits at once.
+	onSignal func()
+}
+
+// serve listens at once (so /health answers 503 while the model loads),
+// loads the model, serves until ctx ends, then shuts down gracefully:
+// in-flight requests get shutdownTimeout to finish, then are cancelled.
+func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
+	keys, err := c.apiKeys()
+	if err != nil {
+		return err
+	}
+	kv, err := kvcache.ParsePrecision(c.kv)
+	if err != nil {
+		return fmt.Errorf("%w: --kv: %v", errUsage, err)
+	}
+	var origins []string
+	for o := range strings.SplitSeq(c.corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	srv := api.New(api.Options{
+		Version:      version,
+		APIKeys:      keys,
+		MaxN:         c.maxN,
+		MaxBodyBytes: c.maxBody,
+		CORSOrigins:  origins,
+		Logger:       logger,
+	})
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
+	if err != nil {
+		return err
+	}
+	// Request contexts derive from reqCtx, so that cancelling it ends every
+	// in-flight generation when the grace period is over.
+	reqCtx, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		ErrorLog:          log.New(logger.With().Str("component", "http").Logger(), "", 0),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	addr := ln.Addr().String()
+	logger.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Msg("listening; the model is loading")
+	if hooks.onListen != nil {
+		hooks.onListen(addr)
+	}
+
+	loaded, err := loadServeModel(ctx, c, kv)
+	if err == nil {
+		defer loaded.close()
+		srv.SetModel(loaded.api)
+		logger.Info().Str("model", loaded.api.ID).Int("ctx", loaded.api.Engine.MaxLen()).Int("parallel", c.parallel).
+			Str("addr", "http://"+addr).Msg("ready")
+		select {
+		case <-ctx.Done():
+		case err = <-served:
+		}
+	} else if ctx.Err() != nil {
+		err = nil // interrupted while loading: not a failure
+	}
+	if hooks.onSignal != nil {
+		hooks.onSignal()
+	}
+	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
+		err = shutErr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// shutdownHTTP stops accepting connections and waits up to grace for the
+// in-flight requests; then it cancels them (their engine requests stop
+// within a step) and waits for the handlers to return.
+func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc) error {
+	logger.Info().Dur("grace", grace).Msg("shutting down: finishing in-flight requests")
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	err := hs.Shutdown(gctx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	logger.Warn().Msg("grace period over: cancelling in-flight requests")
+	cancelRequests()
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(cctx); err != nil {
+		hs.Close()
+		return err
+	}
+	return nil
+}
+
+// servedModel is a loaded model with what runs it, closed in reverse.
+type servedModel struct {
+	model   *models.Model
+	backend *native.Backend
+	engine  *backends.Engine
+	api     *api.Model
+}
+
+func (s *servedModel) close() {
+	if s.engine != nil {
+		s.engine.Close()
+	}
+	if s.backend != nil {
+		s.backend.Close()
+	}
+	if s.model != nil {
+		s.model.Close()
+	}
+}
+
+// loadServeModel finds the model file (downloading it if it is named by
+// --hf or is the default), loads it, and starts its engine.
+func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (_ *servedModel, err error) {
+	path, err := c.src.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	s := &servedModel{}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: c.chatTemplate, Logger: logger}); err != nil {
+		return nil, err
+	}
+	if s.backend, err = native.New(s.model.File, s.model.Config, native.Options{Threads: *c.threads, MaxBatch: c.batch}); err != nil {
+		return nil, err
+	}
+	trained := s.model.Config.ContextLength
+	maxLen := c.ctx
+	switch {
+	case !c.ctxSet:
+		maxLen = min(defaultServeCtx, trained)
+	case maxLen == 0:
+		maxLen = trained
+	case maxLen > trained:
+		logger.Warn().Int("ctx", maxLen).Int("trained", trained).Msg("--ctx is larger than the model's trained context; quality may suffer past it")
+	}
+	tok := s.model.Tokenizer
+	if s.engine, err = backends.NewEngine(s.backend, backends.EngineOptions{
+		Parallel:  c.parallel,
+		QueueSize: c.queue,
+		MaxLen:    maxLen,
+		Batch:     c.batch,
+		KV:        kv,
+		IsEOG:     func(id int32) bool { return tok.IsEOG(int(id)) },
+	}); err != nil {
+		return nil, err
+	}
+	id := c.alias
+	if id == "" {
+		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
+	}
+	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Engine: s.engine}
+	logger.Info().Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model loaded")
+	return s, nil
+}

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/rs/zerolog"
+
+	"github.com/ruvllm/ruvllm/internal/shared"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestServeArgs(t *testing.T) {
+	yamlConfig := writeFile(t, "ruvllm.yaml", `
+model: /models/a.gguf
+alias: tiny
+port: 9000
+parallel: 2
+threads: 3
+api_key: from-file
+cors-origins: [https://a.example, https://b.example]
+shutdown-timeout: 3s
+`)
+	jsonConfig := writeFile(t, "ruvllm.json", `{"model": "/models/b.gguf", "ctx": 1024}`)
+	badKey := writeFile(t, "bad.yaml", "modle: x\n")
+	nested := writeFile(t, "nested.yaml", "model: {path: x}\n")
+	tests := []struct {
+		name  string
+		args  []string
+		check func(*serveConfig) bool
+		err   string
+	}{
+		{"defaults", nil, func(c *serveConfig) bool {
+			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second
+		}, ""},
+		{"yaml", []string{"--config", yamlConfig}, func(c *serveConfig) bool {
+			return *c.src.path == "/models/a.gguf" && c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.threads == 3 &&
+				c.corsOrigins == "https://a.example,https://b.example" && c.shutdownTimeout == 3*time.Second
+		}, ""},
+		{"flags win over the file", []string{"serve", "--port", "7000", "--config", yamlConfig, "--alias", "cli"}, func(c *serveConfig) bool {
+			return c.port == 7000 && c.alias == "cli" && c.parallel == 2
+		}, ""},
+		{"json", []string{"--config", jsonConfig}, func(c *serveConfig) bool {
+			return *c.src.path == "/models/b.gguf" && c.ctx == 1024 && c.ctxSet
+		}, ""},
+		{"unknown option in the file", []string{"--config", badKey}, nil, `unknown option "modle"`},
+		{"nested value", []string{"--config", nested}, nil, "not an option value"},
+		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "none.yaml")}, nil, "no such file"},
+		{"model and hf", []string{"--model", "a", "--hf", "o/r/f.gguf"}, nil, "not both"},
+		{"key and key file", []string{"--api-key", "a", "--api-key-file", "f"}, nil, "not both"},
+		{"bad port", []string{"--port", "70000"}, nil, "--port"},
+		{"zero parallel", []string{"--parallel", "0"}, nil, "--parallel"},
+		{"stray argument", []string{"model.gguf"}, nil, "unexpected argument"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if len(args) > 0 && args[0] == "serve" {
+				args = args[1:]
+			}
+			c, err := parseServeArgs(args, io.Discard)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("config %+v", c)
+			}
+		})
+	}
+}
+
+func TestAPIKeyFile(t *testing.T) {
+	c := &serveConfig{keyFile: writeFile(t, "keys", "# keys\nk1\n\n  k2  \n")}
+	keys, err := c.apiKeys()
+	if err != nil || len(keys) != 2 || keys[0] != "k1" || keys[1] != "k2" {
+		t.Fatalf("keys %q, %v", keys, err)
+	}
+	c.keyFile = writeFile(t, "empty", "# none\n")
+	if _, err := c.apiKeys(); err == nil {
+		t.Error("a key file without keys was accepted")
+	}
+}
+
+// startServe runs serve with c on a free port and returns its address and
+// its result.
+func startServe(t *testing.T, ctx context.Context, c *serveConfig) (string, <-chan error) {
+	t.Helper()
+	// Other tests leave the process logger writing to their buffers, which
+	// are not safe for the server's concurrent goroutines.
+	logger = zerolog.Nop()
+	c.host, c.port = "127.0.0.1", 0
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, c, serveHooks{onListen: func(a string) { addrs <- a }}) }()
+	select {
+	case a := <-addrs:
+		return "http://" + a, done
+	case err := <-done:
+		t.Fatalf("serve ended before listening: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not listen")
+	}
+	return "", nil
+}
+
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+			if resp.StatusCode != 503 {
+				t.Fatalf("/health: %d", resp.StatusCode)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the server did not become healthy")
+}
+
+func testServeConfig(t *testing.T) *serveConfig {
+	c, err := parseServeArgs([]string{"--model", shared.Path(t, "models", "stories260K.gguf"), "--chat-template", "chatml", "--parallel", "2", "--threads", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestServe runs the serve command on stories260K and talks to it with the
+// official SDK, with an API key from a file and an alias; then it shuts the
+// server down while a stream is running: the stream finishes, serve
+// returns nil, and the port is closed.
+func TestServe(t *testing.T) {
+	c := testServeConfig(t)
+	c.alias = "storyteller"
+	c.keyFile = writeFile(t, "keys", "secret\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := startServe(t, ctx, c)
+	waitHealthy(t, base)
+
+	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("secret"), option.WithMaxRetries(0))
+	r, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:       "storyteller",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story.")},
+		MaxTokens:   openai.Int(16),
+		Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "storyteller" || r.Choices[0].Message.Content == "" || r.SystemFingerprint != version {
+		t.Errorf("%+v", r)
+	}
+	wrong := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("guess"), option.WithMaxRetries(0))
+	_, err = wrong.Models.List(ctx)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Errorf("wrong key: %v", err)
+	}
+
+	// A stream in flight when the signal comes is allowed to finish.
+	req, _ := http.NewRequest("POST", base+"/v1/completions", strings.NewReader(`{"prompt":"Once upon a time","max_tokens":300,"stream":true}`))
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no first event")
+	}
+	cancel()
+	last := ""
+	for sc.Scan() {
+		if l := sc.Text(); l != "" {
+			last = l
+		}
+	}
+	if last != "data: [DONE]" {
+		t.Errorf("the in-flight stream ended with %q", last)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return after the signal")
+	}
+	if _, err := http.Get(base + "/health"); err == nil {
+		t.Error("the server still answers after shutting down")
+	}
+}
+
+// TestServeShutdownCancels gives in-flight requests no grace: a stream that
+// would run for long is cut off and serve returns at once.
+func TestServeShutdownCancels(t *testing.T) {
+	c := testServeConfig(t)
+	c.shutdownTimeout = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := startServe(t, ctx, c)
+	waitHealthy(t, base)
+	resp, err := http.Post(base+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"Once upon a time","stream":true,"max_tokens":400,"min_p":0,"top_k":0,"temperature":2,"logit_bias":{"2":-100}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Scan()
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v", d)
+	}
+	for sc.Scan() {
+		if sc.Text() == "data: [DONE]" {
+			t.Error("the cancelled stream completed")
+		}
+	}
+}
+
+// TestServeLoadFailure reports a model that cannot be loaded.
+func TestServeLoadFailure(t *testing.T) {
+	c, err := parseServeArgs([]string{"--model", writeFile(t, "bad.gguf", "not a gguf file")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done := startServe(t, context.Background(), c)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a broken model file was served")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not fail")
+	}
+}
