@@ -1,0 +1,169 @@
+package kvcache
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"slices"
+)
+
+// The prefix index maps a full block's chain hash, hash(parent's chain
+// hash, the block's tokens), to the block. The hash only picks a bucket: a
+// lookup accepts a block only when its stored tokens equal the wanted ones
+// and its parent is, by registration id, the block matched just before, so
+// a collision (or a crafted prompt) costs a longer bucket walk, never wrong
+// keys and values. The seed is random per pool, so that a client cannot aim
+// collisions at one bucket.
+//
+// Keys and values depend on more than the tokens: a LoRA adapter (and its
+// scale) changes them. A table's namespace stands for that; chains of
+// different namespaces never meet, as the first block of a chain records
+// its namespace where the others record their parent.
+
+// chainHash is the default hash of a block: maphash of the parent's chain
+// hash and the block's tokens.
+func (p *Pool) chainHash(parent uint64, tokens []int) uint64 {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	var buf [8 * 32]byte
+	binary.LittleEndian.PutUint64(buf[:], parent)
+	n := 8
+	for _, t := range tokens {
+		if n == len(buf) {
+			h.Write(buf[:])
+			n = 0
+		}
+		binary.LittleEndian.PutUint64(buf[n:], uint64(t))
+		n += 8
+	}
+	h.Write(buf[:n])
+	return h.Sum64()
+}
+
+// lookup returns the registered block with chain hash h, the given tokens
+// and parent: the id of the block before it, or for the first block of a
+// chain (root) the namespace. It returns -1 when there is none.
+func (p *Pool) lookup(h, parent uint64, root bool, tokens []int) int {
+	for b := p.buckets[h&p.mask]; b >= 0; b = p.meta[b].bnext {
+		m := &p.meta[b]
+		if m.hash == h && m.parent == parent && m.root == root && slices.Equal(p.blockTokens(int(b)), tokens) {
+			return int(b)
+		}
+	}
+	return -1
+}
+
+// blockTokens is the token record of block b; meaningful while registered.
+func (p *Pool) blockTokens(b int) []int { return p.tokens[b*p.bt : (b+1)*p.bt] }
+
+// register enters block b, whose keys and values are written for tokens
+// after the block with id parent (or first in namespace parent, when root),
+// in the index under chain hash h.
+func (p *Pool) register(b int, h, parent uint64, root bool, tokens []int) {
+	m := &p.meta[b]
+	m.id, m.parent, m.root, m.hash = p.nextID, parent, root, h
+	p.nextID++
+	copy(p.blockTokens(b), tokens)
+	i := h & p.mask
+	m.bnext = p.buckets[i]
+	p.buckets[i] = int32(b)
+}
+
+// unregister takes block b out of the index; its contents are no longer
+// promised to anyone.
+func (p *Pool) unregister(b int) {
+	m := &p.meta[b]
+	if m.id == 0 {
+		return
+	}
+	for at := &p.buckets[m.hash&p.mask]; *at >= 0; at = &p.meta[*at].bnext {
+		if int(*at) == b {
+			*at = m.bnext
+			break
+		}
+	}
+	m.id, m.parent, m.root, m.hash, m.bnext = 0, 0, false, 0, -1
+}
+
+// Commit enters the table's full blocks whose keys and values are now
+// written into the prefix index, so that Match can hand them to other
+// tables; call it after the forward pass that wrote them. When an equal
+// block (same tokens after the same chain) is already cached, the table
+// shares that one and gives its own copy back: block ids read before Commit
+// may change. Committed blocks are never written again; a table that needs
+// to (after Truncate into one) copies it first.
+func (t *BlockTable) Commit() {
+	p := t.pool
+	full := len(t.tokens) / p.bt
+	for i := t.committed; i < full; i++ {
+		parentHash, parentID := t.namespace, t.namespace
+		if i > 0 {
+			pm := &p.meta[t.blocks[i-1]]
+			parentHash, parentID = pm.hash, pm.id
+		}
+		tokens := t.tokens[i*p.bt : (i+1)*p.bt]
+		h := p.hash(parentHash, tokens)
+		b := t.blocks[i]
+		switch e := p.lookup(h, parentID, i == 0, tokens); {
+		case e == b:
+			// A fork of this table committed it already.
+		case e >= 0:
+			p.incRef(e)
+			p.decRef(b)
+			t.blocks[i] = e
+			p.dedups++
+		default:
+			// b may be registered already, after a parent this table does
+			// not hold: a fork of this table swapped the parent for an
+			// equal cached block, which has been evicted since, so that
+			// entry can no longer be reached. Keys and values depend on
+			// the tokens and the namespace only, so b is as right after
+			// this table's chain: enter it under this one.
+			p.unregister(b)
+			p.register(b, h, parentID, i == 0, tokens)
+		}
+	}
+	t.committed = max(t.committed, full)
+}
+
+// Match empties t (as Release) and shares into it the longest chain of
+// cached full blocks of its namespace that starts tokens, at most MaxLen
+// positions; it
+// returns the number of tokens the shared blocks hold, a multiple of
+// BlockTokens. The table then holds those tokens, committed; the caller
+// computes the rest. Only whole blocks are shared: a prompt whose last
+// block is partial recomputes it. To recompute at least the last prompt
+// token (for its logits), Match the whole prompt and Truncate to one less:
+// the block holding that token is copied when it is written, so every other
+// cached position still counts.
+func (t *BlockTable) Match(tokens []int) int {
+	t.Release()
+	p := t.pool
+	parentHash, parentID := t.namespace, t.namespace
+	for i := range min(len(tokens), t.maxLen) / p.bt {
+		blk := tokens[i*p.bt : (i+1)*p.bt]
+		h := p.hash(parentHash, blk)
+		b := p.lookup(h, parentID, i == 0, blk)
+		if b < 0 {
+			break
+		}
+		p.incRef(b)
+		t.blocks = append(t.blocks, b)
+		parentHash, parentID = h, p.meta[b].id
+	}
+	n := len(t.blocks) * p.bt
+	t.tokens = append(t.tokens, tokens[:n]...)
+	t.committed = len(t.blocks)
+	p.hits += uint64(n)
+	p.misses += uint64(len(tokens) - n)
+	return n
+}
+
+// Match is NewTable followed by the table's Match: a new table sharing the
+// longest cached prefix of tokens, and the number of tokens it holds.
+func (p *Pool) Match(tokens []int, maxLen int) (*BlockTable, int, error) {
+	t, err := p.NewTable(maxLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, t.Match(tokens), nil
+}

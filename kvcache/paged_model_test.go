@@ -1,0 +1,202 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestPagedRandomOps runs random sequences of table operations on a small
+// pool and after each checks the pool against a simple model: every table's
+// keys and values equal kvOf of its own tokens (so sharing, copy-on-write,
+// matching and eviction never hand a table wrong data), reference counts
+// equal the number of holders, the lists, counters and index agree, a
+// failed Append changes nothing, and Match finds at least the blocks any
+// live table has committed for the prompt.
+func TestPagedRandomOps(t *testing.T) {
+	hashes := []struct {
+		name string
+		hash func(parent uint64, tokens []int) uint64
+	}{
+		{"maphash", nil},
+		{"colliding", func(parent uint64, tokens []int) uint64 { return (parent + uint64(tokens[0])) % 3 }},
+	}
+	const ops = 4000 // 0.1 s each
+	for hi, hc := range hashes {
+		for _, prec := range []Precision{F32, F16} {
+			t.Run(fmt.Sprintf("%s/%s", hc.name, prec), func(t *testing.T) {
+				o := small
+				o.Type = prec
+				p := newTestPool(t, o, 16)
+				if hc.hash != nil {
+					p.hash = hc.hash
+				}
+				r := rand.New(rand.NewPCG(uint64(hi), uint64(prec)))
+				runRandomOps(t, p, r, ops)
+			})
+		}
+	}
+}
+
+func runRandomOps(t *testing.T, p *Pool, r *rand.Rand, ops int) {
+	const maxTables = 6
+	bt := p.BlockTokens()
+	var tables []*BlockTable
+	var counts [8]int
+	poolFull := 0
+	appendCounted := func(tab *BlockTable, tokens []int) {
+		if errors.Is(appendChecked(t, p, tab, tokens), ErrPoolFull) {
+			poolFull++
+		}
+	}
+	// Tokens from a small alphabet, so that prefixes repeat often.
+	randTokens := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = r.IntN(3)
+		}
+		return s
+	}
+	// prompt is a new prompt: often a live table's prefix plus some more.
+	prompt := func() []int {
+		var pr []int
+		if len(tables) > 0 && r.IntN(4) != 0 {
+			src := tables[r.IntN(len(tables))].Tokens()
+			pr = slices.Clone(src[:r.IntN(len(src)+1)])
+		}
+		return append(pr, randTokens(r.IntN(2*bt+2))...)
+	}
+	pick := func() *BlockTable { return tables[r.IntN(len(tables))] }
+	for step := range ops {
+		op := r.IntN(8)
+		if len(tables) == 0 {
+			op = 0
+		}
+		counts[op]++
+		var desc string
+		switch op {
+		case 0: // a new table, usually from Match
+			if len(tables) == maxTables {
+				i := r.IntN(len(tables))
+				tables[i].Release()
+				tables = slices.Delete(tables, i, i+1)
+			}
+			tab, err := p.NewTable(1 + r.IntN(p.Blocks()*bt/2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Two namespaces: a block must never cross from one to the other.
+			tab.SetNamespace(uint64(r.IntN(2)))
+			pr := prompt()
+			desc = fmt.Sprintf("new table of %d in namespace %d for a prompt of %d", tab.MaxLen(), tab.Namespace(), len(pr))
+			if r.IntN(4) != 0 {
+				// Every block a live table committed for this prompt is
+				// held, so it cannot have been evicted: Match finds at
+				// least that much.
+				least := 0
+				for _, u := range tables {
+					if u.Namespace() != tab.Namespace() {
+						continue
+					}
+					k := 0
+					for k < min(len(pr), u.Len(), tab.MaxLen())/bt && k < u.committed &&
+						slices.Equal(pr[k*bt:(k+1)*bt], u.Tokens()[k*bt:(k+1)*bt]) {
+						k++
+					}
+					least = max(least, k*bt)
+				}
+				n := tab.Match(pr)
+				desc += fmt.Sprintf(", matched %d (at least %d)", n, least)
+				if n < least || n%bt != 0 || n > len(pr) || tab.Len() != n || !slices.Equal(tab.Tokens(), pr[:n]) {
+					t.Fatalf("step %d: %s: wrong match", step, desc)
+				}
+				pr = pr[n:]
+			}
+			tables = append(tables, tab)
+			if len(pr) > 0 {
+				appendCounted(tab, pr[:min(len(pr), tab.MaxLen()-tab.Len())])
+			}
+		case 1, 2: // append and write, often commit
+			tab := pick()
+			toks := randTokens(1 + r.IntN(2*bt+1))
+			desc = fmt.Sprintf("append %d to a table of %d/%d", len(toks), tab.Len(), tab.MaxLen())
+			appendCounted(tab, toks)
+			if r.IntN(2) == 0 {
+				tab.Commit()
+			}
+		case 3: // a single decode token
+			tab := pick()
+			desc = fmt.Sprintf("decode a token in a table of %d", tab.Len())
+			appendCounted(tab, randTokens(1))
+			tab.Commit()
+		case 4:
+			tab := pick()
+			tab.Commit()
+			desc = "commit"
+		case 5:
+			tab := pick()
+			n := r.IntN(tab.Len() + 1)
+			desc = fmt.Sprintf("truncate %d to %d", tab.Len(), n)
+			if err := tab.Truncate(n); err != nil {
+				t.Fatal(err)
+			}
+		case 6:
+			if len(tables) == maxTables {
+				continue
+			}
+			desc = "fork"
+			tables = append(tables, pick().Fork())
+		case 7:
+			i := r.IntN(len(tables))
+			desc = "release"
+			tables[i].Release()
+			if r.IntN(2) == 0 {
+				tables = slices.Delete(tables, i, i+1)
+			}
+		}
+		if err := checkPool(p, tables); err != nil {
+			t.Fatalf("step %d (%s): %v", step, desc, err)
+		}
+	}
+	st := p.Stats()
+	t.Logf("ops %v, %d appends found the pool full; stats %+v", counts, poolFull, st)
+	// The run must have exercised what it claims to.
+	if st.HitTokens == 0 || st.Evictions == 0 || st.Copies == 0 || st.Dedups == 0 || poolFull == 0 {
+		t.Fatalf("the random run did not hit, evict, copy, dedup and fill the pool: %+v, %d full", st, poolFull)
+	}
+}
+
+// appendChecked appends tokens and writes them. The model of when Append
+// fails: past MaxLen, or when the new blocks (plus a copy of the last block
+// if another table shares it) outnumber the free and cached ones; a block
+// the table has alone but the index caches is copied only when there is
+// room, so it never makes Append fail. A failed Append changes nothing.
+func appendChecked(t *testing.T, p *Pool, tab *BlockTable, tokens []int) error {
+	t.Helper()
+	n, blocks := tab.Len(), slices.Clone(tab.Blocks())
+	need := (n+len(tokens)+p.bt-1)/p.bt - len(blocks)
+	if n%p.bt != 0 && p.meta[blocks[len(blocks)-1]].ref > 1 {
+		need++
+	}
+	var wantErr error
+	switch {
+	case n+len(tokens) > tab.MaxLen():
+		wantErr = ErrTableFull
+	case need > p.available():
+		wantErr = ErrPoolFull
+	}
+	pos, err := tab.Append(tokens)
+	if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
+		t.Fatalf("Append of %d after %d (needing %d of %d blocks) = %v, want %v", len(tokens), n, need, p.available(), err, wantErr)
+	}
+	if err != nil {
+		if tab.Len() != n || !slices.Equal(tab.Blocks(), blocks) {
+			t.Fatalf("a failed Append (%v) changed the table", err)
+		}
+		return err
+	}
+	store(tab, pos, tab.Len())
+	return nil
+}
