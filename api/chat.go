@@ -65,11 +65,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	m, err := s.lookupModel(g.model)
+	m, err := s.acquireModel(g)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	defer g.release()
 	text, rerr := m.Chat.RenderChat(messages, nil, true)
 	if rerr != nil {
 		if errors.Is(rerr, chat.ErrTemplate) {
@@ -401,6 +402,6 @@ type responseHead struct {
 	fingerprint string
 }
 
-func (s *Server) head(prefix string, m *Model) responseHead {
-	return responseHead{id: prefix + uuid.NewString(), created: time.Now().Unix(), model: m.ID, fingerprint: s.opt.Version}
+func (s *Server) head(prefix, model string) responseHead {
+	return responseHead{id: prefix + uuid.NewString(), created: time.Now().Unix(), model: model, fingerprint: s.opt.Version}
 }

@@ -60,11 +60,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, unsupported("suffix", "suffix (insertion) is not supported"))
 		return
 	}
-	m, err := s.lookupModel(g.model)
+	m, err := s.acquireModel(g)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	defer g.release()
 	prompts, err := parsePrompts(f, m.Tokenizer, vocab)
 	if err != nil {
 		writeError(w, err)

@@ -1,6 +1,7 @@
 // Package api serves a loaded model over OpenAI's HTTP API: chat and text
-// completions (with SSE streaming), models, embeddings, llama-server's
-// tokenize and detokenize, health and Prometheus metrics. It turns requests
+// completions (with SSE streaming), models, embeddings, LoRA adapters
+// (upload, list, delete, vLLM's load and unload), llama-server's tokenize
+// and detokenize, health and Prometheus metrics. It turns requests
 // into engine requests and engine events into OpenAI-shaped responses and
 // errors, with the middleware a public server needs (request ids, access
 // log, auth, body limits, panic recovery, CORS).

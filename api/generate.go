@@ -231,7 +231,8 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 				sp.Seed = &seed
 			}
 			cctx, cancel := context.WithCancel(ctx)
-			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top})
+			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top,
+				Adapter: g.adapter(), AdapterScale: g.loraScale})
 			if err != nil {
 				cancel()
 				gen.close()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/lora"
 )
 
 // Limits on request fields that would otherwise let one request allocate
@@ -15,6 +16,9 @@ const (
 	maxStopBytes    = 512
 	maxLogitBias    = 1024
 	maxLegacyTopLPs = 5 // the legacy completions API's logprobs cap
+	// maxLoRAScale bounds lora_scale: past a few times the trained
+	// strength an adapter only degrades the model.
+	maxLoRAScale = 4
 )
 
 // genRequest is what chat and text completions share once parsed.
@@ -32,6 +36,32 @@ type genRequest struct {
 	// for that many alternatives too.
 	logprobs    bool
 	topLogprobs int
+	// loraScale multiplies the adapter's updates (lora_scale; 1 when
+	// absent); hasLoRAScale says the request set it.
+	loraScale    float32
+	hasLoRAScale bool
+
+	// Set by acquireModel: the id responses report, and the lease of the
+	// adapter the model names (nil for the base model).
+	modelID string
+	lease   *lora.Lease
+}
+
+// adapter is the adapter the engine runs the request with: nil for the
+// base model, and for lora_scale 0, which is the base model exactly.
+func (g *genRequest) adapter() *lora.Adapter {
+	if g.lease == nil || g.loraScale == 0 {
+		return nil
+	}
+	return g.lease.Adapter()
+}
+
+// release ends the adapter lease, if any; the handler defers it so that
+// the adapter stays in use until the response is over.
+func (g *genRequest) release() {
+	if g.lease != nil {
+		g.lease.Release()
+	}
 }
 
 // parseGen reads the fields chat and text completions share. maxTokenFields
@@ -88,6 +118,15 @@ func (s *Server) parseGen(f *fields, vocab int, maxTokenFields ...string) (*genR
 
 	if g.stop, err = parseStop(f); err != nil {
 		return nil, err
+	}
+	g.loraScale = 1
+	if v, ok, err := f.number("lora_scale"); err != nil {
+		return nil, err
+	} else if ok {
+		if v < 0 || v > maxLoRAScale {
+			return nil, invalid("lora_scale", codeInvalidValue, "lora_scale must be in [0, %d], got %g", maxLoRAScale, v)
+		}
+		g.loraScale, g.hasLoRAScale = float32(v), true
 	}
 	if err := s.parseSampling(f, &g.sampling, vocab); err != nil {
 		return nil, err

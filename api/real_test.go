@@ -20,6 +20,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 )
 
@@ -32,6 +33,10 @@ type realServer struct {
 	*httptest.Server
 	engine *backends.Engine
 	client openai.Client
+	model  *models.Model
+	// adapters is the registry, when the server was made with an adapter
+	// directory.
+	adapters *lora.Registry
 }
 
 func newRealServer(t *testing.T, parallel int) *realServer {
@@ -41,6 +46,23 @@ func newRealServer(t *testing.T, parallel int) *realServer {
 // newRealServerQueue is newRealServer with a queue of queue requests (0:
 // the engine's default).
 func newRealServerQueue(t *testing.T, parallel, queue int) *realServer {
+	return startRealServer(t, realOptions{parallel: parallel, queue: queue})
+}
+
+// realOptions configure startRealServer.
+type realOptions struct {
+	parallel, queue int
+	// adapterDir, when set, gives the model an adapter registry there,
+	// with at most maxResident adapters in memory and maxAdapterBytes per
+	// upload (0: the registry's defaults).
+	adapterDir      string
+	maxResident     int
+	maxAdapterBytes int64
+	// wrap, when set, wraps the engine the server sees.
+	wrap func(Engine) Engine
+}
+
+func startRealServer(t *testing.T, o realOptions) *realServer {
 	t.Helper()
 	path := shared.Path(t, "models", "stories260K.gguf")
 	m, err := models.Load(path, models.LoadOptions{ChatTemplate: "chatml"})
@@ -53,24 +75,37 @@ func newRealServerQueue(t *testing.T, parallel, queue int) *realServer {
 		t.Fatal(err)
 	}
 	tok := m.Tokenizer
-	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: parallel, QueueSize: queue, MaxLen: 512, IsEOG: func(id int32) bool { return tok.IsEOG(int(id)) }})
+	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: 512, IsEOG: func(id int32) bool { return tok.IsEOG(int(id)) }})
 	if err != nil {
 		b.Close()
 		m.Close()
 		t.Fatal(err)
 	}
-	s := New(Options{Version: "test-version"})
-	s.SetModel(&Model{ID: "stories260K", Tokenizer: tok, Chat: m, Engine: eng})
-	hs := httptest.NewServer(s)
 	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
 		eng.Close()
 		b.Close()
 		m.Close()
 	})
+	am := &Model{ID: "stories260K", Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
+	if o.wrap != nil {
+		am.Engine = o.wrap(eng)
+	}
+	if o.adapterDir != "" {
+		am.Adapters, err = lora.NewRegistry(lora.RegistryOptions{Dir: o.adapterDir, Config: m.Config, Base: m.File, BaseModel: am.ID,
+			MaxResident: o.maxResident, MaxUploadBytes: o.maxAdapterBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := New(Options{Version: "test-version"})
+	s.SetModel(am)
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
 	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
-	return &realServer{Server: hs, engine: eng, client: client}
+	return &realServer{Server: hs, engine: eng, client: client, model: m, adapters: am.Adapters}
 }
 
 func userMessage(s string) []openai.ChatCompletionMessageParamUnion {

@@ -50,7 +50,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 		return
 	}
 	defer s.account(ctx, gen)
-	h := s.head(f.idPrefix(), m)
+	h := s.head(f.idPrefix(), g.modelID)
 	if !g.stream {
 		if err := gen.run(ctx, discard{}); err != nil {
 			writeError(w, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -43,6 +44,14 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	Chat      ChatRenderer
 	Engine    Engine
+	// Adapters are the LoRA adapters of the model, which requests name as
+	// "ID:ADAPTER" or "ADAPTER"; nil turns the adapter routes off (they
+	// answer 404). The registry's BaseModel should be ID.
+	Adapters *lora.Registry
+	// MaxAdapterBytes is the registry's MaxUploadBytes, so that an upload
+	// declaring a larger body is refused before any of it is read; 0 means
+	// lora.DefaultMaxUploadBytes.
+	MaxAdapterBytes int64
 }
 
 // Defaults of Options.
@@ -119,24 +128,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors, s.limitBody)
+	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
-	r.Get("/health", s.health)
+	r.With(s.limitBody).Get("/health", s.health)
 	r.Group(func(r chi.Router) {
 		r.Use(s.auth)
-		r.Get("/metrics", s.metrics.serve)
 		r.Group(func(r chi.Router) {
-			r.Use(s.requireModel)
-			r.Post("/v1/chat/completions", s.chatCompletions)
-			r.Post("/v1/completions", s.completions)
-			r.Post("/v1/embeddings", s.embeddings)
-			r.Get("/v1/models", s.listModels)
-			r.Get("/v1/models/*", s.getModel)
-			r.Post("/tokenize", s.tokenize)
-			r.Post("/detokenize", s.detokenize)
+			r.Use(s.limitBody)
+			r.Get("/metrics", s.metrics.serve)
+			r.Group(func(r chi.Router) {
+				r.Use(s.requireModel)
+				r.Post("/v1/chat/completions", s.chatCompletions)
+				r.Post("/v1/completions", s.completions)
+				r.Post("/v1/embeddings", s.embeddings)
+				r.Get("/v1/models", s.listModels)
+				r.Get("/v1/models/*", s.getModel)
+				r.Post("/tokenize", s.tokenize)
+				r.Post("/detokenize", s.detokenize)
+				r.Get("/v1/adapters", s.listAdapters)
+				r.Get("/v1/adapters/{name}", s.getAdapter)
+				r.Delete("/v1/adapters/{name}", s.deleteAdapter)
+				r.Post("/v1/load_lora_adapter", s.loadLoRAAdapter)
+				r.Post("/v1/unload_lora_adapter", s.unloadLoRAAdapter)
+			})
 		})
+		// An upload has its own limit, the adapter size (MaxAdapterBytes),
+		// far above MaxBodyBytes.
+		r.With(s.requireModel).Post("/v1/adapters", s.uploadAdapter)
 	})
 	return r
 }
@@ -187,15 +207,40 @@ func (s *Server) methodNotAllowed(mux *chi.Mux) http.HandlerFunc {
 	}
 }
 
-// lookupModel finds the model a request names; "" means the served one.
+// lookupModel finds the base model a request names; "" means the served
+// one. Adapters are refused: the routes that call it (embeddings, model
+// cards) run or describe the base model only.
 func (s *Server) lookupModel(name string) (*Model, *apiError) {
-	m := s.model.Load()
-	if m == nil {
-		return nil, loadingError()
+	m, adapter, err := s.resolveModel(name)
+	if err != nil {
+		return nil, err
 	}
-	if name != "" && name != m.ID {
-		return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound,
-			Message: "the model " + quote(name) + " does not exist; this server serves " + quote(m.ID)}
+	if adapter != "" {
+		return nil, unsupported("model", "%s names the LoRA adapter %s; adapters apply to chat and text completions only, this endpoint runs the base model %s",
+			quote(name), quote(adapter), quote(m.ID))
 	}
 	return m, nil
+}
+
+// resolveModel finds what a request's model names: the served model ("" or
+// its ID), or one of its adapters ("ID:ADAPTER", or "ADAPTER" alone; the
+// base model's ID wins over an adapter of the same name).
+func (s *Server) resolveModel(name string) (m *Model, adapter string, _ *apiError) {
+	m = s.model.Load()
+	if m == nil {
+		return nil, "", loadingError()
+	}
+	if name == "" || name == m.ID {
+		return m, "", nil
+	}
+	if m.Adapters != nil {
+		if a, ok := m.Adapters.Resolve(name); ok {
+			return m, a, nil
+		}
+	}
+	msg := "the model " + quote(name) + " does not exist; this server serves " + quote(m.ID)
+	if m.Adapters != nil {
+		msg += " and its adapters (GET /v1/models lists them; name one as \"" + m.ID + ":ADAPTER\" or \"ADAPTER\")"
+	}
+	return nil, "", &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound, Message: msg}
 }

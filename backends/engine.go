@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/lora"
 )
 
 // Defaults and limits of the engine.
@@ -97,6 +98,14 @@ type Request struct {
 	// token (at most MaxTopLogprobs); 0 reports the chosen token's logprob
 	// only, -1 no logprobs at all.
 	TopLogprobs int
+	// Adapter is the LoRA adapter every choice runs with; nil runs the base
+	// model. The backend's sequences must be AdapterSequences, and the
+	// caller keeps the adapter alive (a registry lease) until the stream
+	// closes.
+	Adapter *lora.Adapter
+	// AdapterScale multiplies the adapter's updates; it must be finite, and
+	// 0 means 1 (the adapter as trained). It is ignored without an Adapter.
+	AdapterScale float32
 }
 
 // Token is a generated token.
@@ -164,6 +173,9 @@ type Engine struct {
 	slots []slot
 	tick  uint64 // loop iterations, for least-recently-used slots
 	timer *time.Timer
+	// adapters says the sequences are AdapterSequences, so requests may
+	// carry a LoRA adapter.
+	adapters bool
 
 	mu      sync.Mutex
 	queue   []*request // waiting for slots, in arrival order
@@ -204,6 +216,7 @@ type slot struct {
 	passed   uint64  // iteration whose prefill already took or skipped the slot
 	lastUsed uint64  // iteration the slot became free
 	prompt   []int   // the prompt or embedding input; fed[0:fed] are cached
+	failed   error   // set by start when the choice cannot run in the slot
 	fed      int     // prompt tokens in the sequence
 	next     [1]int  // the decode step's token
 	made     int     // tokens generated
@@ -222,6 +235,8 @@ type request struct {
 	events    chan Event
 	stream    *Stream
 	embed     chan embedResult // non-nil for an embedding
+	adapter   *lora.Adapter    // nil: the base model
+	scale     float32          // the adapter's scale; 0 without one
 
 	// Owned by the loop.
 	admitted   int // choices that have started (or ended while queued)
@@ -282,6 +297,7 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 	}
 	// The backend may cap MaxLen below what was asked.
 	e.opt.MaxLen = e.slots[0].seq.MaxLen()
+	_, e.adapters = e.slots[0].seq.(AdapterSequence)
 	e.updateKVBytes()
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
@@ -347,6 +363,13 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		top:        r.TopLogprobs,
 		events:     make(chan Event, buf),
 		unfinished: n,
+		adapter:    r.Adapter,
+	}
+	if r.Adapter != nil {
+		req.scale = r.AdapterScale
+		if req.scale == 0 {
+			req.scale = 1
+		}
 	}
 	// The loop reads the map while the caller may reuse it.
 	req.params.LogitBias = maps.Clone(r.Sampling.LogitBias)
@@ -398,6 +421,10 @@ func (e *Engine) validate(r *Request) error {
 		return fmt.Errorf("%w: %d choices is outside 1 … %d", ErrInvalidRequest, r.N, MaxChoices)
 	case r.TopLogprobs < -1 || r.TopLogprobs > MaxTopLogprobs:
 		return fmt.Errorf("%w: top logprobs %d is outside 0 … %d", ErrInvalidRequest, r.TopLogprobs, MaxTopLogprobs)
+	case r.Adapter != nil && !e.adapters:
+		return fmt.Errorf("%w: adapter %q: this backend does not run LoRA adapters", ErrInvalidRequest, r.Adapter.Name)
+	case r.Adapter != nil && (math.IsNaN(float64(r.AdapterScale)) || math.IsInf(float64(r.AdapterScale), 0)):
+		return fmt.Errorf("%w: adapter scale %v is not finite", ErrInvalidRequest, r.AdapterScale)
 	}
 	if len(r.Prompt) > e.opt.MaxLen || r.MaxTokens > e.opt.MaxLen-len(r.Prompt) {
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > %d, the context length",
@@ -522,9 +549,12 @@ func (e *Engine) admit() {
 	}
 	clear(e.queue[len(kept):])
 	e.queue = kept
+	failed := false
 	for len(e.queue) > 0 && e.idle > 0 {
 		r := e.queue[0]
-		e.start(r, e.pickSlot(r))
+		s := e.pickSlot(r)
+		e.start(r, s)
+		failed = failed || s.failed != nil
 		e.idle--
 		if r.admitted == r.n {
 			// Shift rather than reslice, so that the array is reused.
@@ -532,6 +562,18 @@ func (e *Engine) admit() {
 			e.queue[n] = nil
 			e.queue = e.queue[:n]
 		}
+	}
+	if failed {
+		// finish takes e.mu, so the failed starts end after it is released.
+		e.mu.Unlock()
+		for i := range e.slots {
+			if s := &e.slots[i]; s.failed != nil {
+				err := s.failed
+				s.failed = nil
+				e.finish(s, "", err)
+			}
+		}
+		e.mu.Lock()
 	}
 }
 
@@ -546,25 +588,41 @@ func (e *Engine) endQueued(r *request, err error) {
 
 // pickSlot chooses the free slot for the next choice of r: the one whose
 // cached tokens share the longest prefix with the prompt, the least
-// recently used among equals. An embedding recomputes everything, so it
+// recently used among equals. Cached tokens count only in a slot that ran
+// the same adapter at the same scale: they were computed with it, and
+// start clears them otherwise. An embedding recomputes everything, so it
 // takes the least useful slot.
 func (e *Engine) pickSlot(r *request) *slot {
 	var best *slot
-	bestLen := -1
+	bestLen, bestSame := -1, false
 	for i := range e.slots {
 		s := &e.slots[i]
 		if s.state != slotFree {
 			continue
 		}
+		same := r.embed == nil && e.sameAdapter(s, r)
 		k := 0
-		if r.embed == nil && !e.opt.NoPrefixReuse {
+		if same && !e.opt.NoPrefixReuse {
 			k = commonPrefix(s.seq.Tokens(), r.prompt)
 		}
-		if k > bestLen || (k == bestLen && s.lastUsed < best.lastUsed) {
-			best, bestLen = s, k
+		better := k > bestLen ||
+			k == bestLen && same && !bestSame ||
+			k == bestLen && same == bestSame && s.lastUsed < best.lastUsed
+		if better {
+			best, bestLen, bestSame = s, k, same
 		}
 	}
 	return best
+}
+
+// sameAdapter reports whether the slot's sequence runs the request's
+// adapter at the request's scale.
+func (e *Engine) sameAdapter(s *slot, r *request) bool {
+	if !e.adapters {
+		return true
+	}
+	a, scale := s.seq.(AdapterSequence).Adapter()
+	return a == r.adapter && scale == r.scale
 }
 
 func commonPrefix(cached []int, prompt []int32) int {
@@ -588,6 +646,15 @@ func (e *Engine) start(r *request, s *slot) {
 	}
 	s.made = 0
 	e.prompt.Add(uint64(len(r.prompt)))
+	// The adapter is set before the cached tokens are compared with the
+	// prompt: a different adapter or scale clears them.
+	if e.adapters {
+		if err := s.seq.(AdapterSequence).SetAdapter(r.adapter, r.scale); err != nil {
+			s.state = slotPrefill
+			s.failed = fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+			return
+		}
+	}
 	if r.embed != nil {
 		s.state = slotEmbed
 		s.fed = 0

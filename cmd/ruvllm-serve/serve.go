@@ -23,6 +23,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 )
 
@@ -37,6 +38,10 @@ const defaultServeCtx = 4096
 
 // maxConfigBytes bounds a --config file.
 const maxConfigBytes = 1 << 20
+
+// maxAdapterMB bounds --max-adapter-mb, so that the byte count fits an
+// int64 with room to spare (1 TiB is no practical bound).
+const maxAdapterMB = 1 << 20
 
 // serveConfig is the serve command's configuration, from flags and the
 // --config file.
@@ -57,6 +62,10 @@ type serveConfig struct {
 	maxBody         int64
 	corsOrigins     string
 	shutdownTimeout time.Duration
+	// adapterDir holds the LoRA adapters; "" turns the adapter API off.
+	adapterDir   string
+	maxAdapters  int
+	maxAdapterMB int64
 }
 
 const serveSynopsis = "[--model PATH | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
@@ -84,6 +93,9 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins browsers may call from, * for any (default: CORS off)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
+	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of LoRA adapters: those in it are loaded at start, uploads are stored there (default: none, the adapter API is off)")
+	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory; the least recently used idle one is unloaded first and read again when needed")
+	fs.Int64Var(&c.maxAdapterMB, "max-adapter-mb", lora.DefaultMaxUploadBytes>>20, "largest LoRA adapter upload (all its files) in MiB (413 beyond)")
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
@@ -109,6 +121,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+	case c.maxAdapters < 1 || c.maxAdapterMB < 1 || c.maxAdapterMB > maxAdapterMB:
+		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
 	return c, nil
 }
@@ -397,5 +411,38 @@ func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (
 	}
 	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Engine: s.engine}
 	logger.Info().Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model loaded")
+	if c.adapterDir != "" {
+		if err := openAdapters(c, s); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// openAdapters opens the adapter directory, loading the adapters in it
+// for the served model; one that does not fit is logged and left out.
+func openAdapters(c *serveConfig, s *servedModel) error {
+	maxBytes := c.maxAdapterMB << 20
+	reg, err := lora.NewRegistry(lora.RegistryOptions{
+		Dir:            c.adapterDir,
+		Config:         s.model.Config,
+		Base:           s.model.File,
+		BaseModel:      s.api.ID,
+		MaxResident:    c.maxAdapters,
+		MaxUploadBytes: maxBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("--adapter-dir: %w", err)
+	}
+	for name, why := range reg.Skipped() {
+		logger.Warn().Str("entry", name).Err(why).Msg("adapter directory: entry left out")
+	}
+	names := []string{}
+	for _, in := range reg.List() {
+		names = append(names, in.Name)
+	}
+	logger.Info().Str("dir", reg.Dir()).Strs("adapters", names).Int("max_resident", c.maxAdapters).Int64("max_upload_mb", c.maxAdapterMB).
+		Msg("adapters loaded")
+	s.api.Adapters, s.api.MaxAdapterBytes = reg, maxBytes
+	return nil
 }

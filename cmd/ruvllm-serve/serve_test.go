@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +19,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/kernels"
+	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -38,6 +44,9 @@ threads: 3
 api_key: from-file
 cors-origins: [https://a.example, https://b.example]
 shutdown-timeout: 3s
+adapter-dir: /var/lib/ruvllm/adapters
+max_adapters: 3
+max-adapter-mb: 64
 `)
 	jsonConfig := writeFile(t, "ruvllm.json", `{"model": "/models/b.gguf", "ctx": 1024}`)
 	badKey := writeFile(t, "bad.yaml", "modle: x\n")
@@ -49,11 +58,13 @@ shutdown-timeout: 3s
 		err   string
 	}{
 		{"defaults", nil, func(c *serveConfig) bool {
-			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second
+			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second &&
+				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512
 		}, ""},
 		{"yaml", []string{"--config", yamlConfig}, func(c *serveConfig) bool {
 			return *c.src.path == "/models/a.gguf" && c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.threads == 3 &&
-				c.corsOrigins == "https://a.example,https://b.example" && c.shutdownTimeout == 3*time.Second
+				c.corsOrigins == "https://a.example,https://b.example" && c.shutdownTimeout == 3*time.Second &&
+				c.adapterDir == "/var/lib/ruvllm/adapters" && c.maxAdapters == 3 && c.maxAdapterMB == 64
 		}, ""},
 		{"flags win over the file", []string{"serve", "--port", "7000", "--config", yamlConfig, "--alias", "cli"}, func(c *serveConfig) bool {
 			return c.port == 7000 && c.alias == "cli" && c.parallel == 2
@@ -68,6 +79,8 @@ shutdown-timeout: 3s
 		{"key and key file", []string{"--api-key", "a", "--api-key-file", "f"}, nil, "not both"},
 		{"bad port", []string{"--port", "70000"}, nil, "--port"},
 		{"zero parallel", []string{"--parallel", "0"}, nil, "--parallel"},
+		{"zero max adapters", []string{"--max-adapters", "0"}, nil, "--max-adapters"},
+		{"huge adapter limit", []string{"--max-adapter-mb", "9223372036854775807"}, nil, "--max-adapter-mb"},
 		{"stray argument", []string{"model.gguf"}, nil, "unexpected argument"},
 	}
 	for _, tc := range tests {
@@ -273,5 +286,114 @@ func TestServeLoadFailure(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not fail")
+	}
+}
+
+// TestServeAdapters starts the server with an adapter directory holding
+// one PEFT adapter: it is listed and used by name; an upload with curl's
+// form fields is stored; an adapter that does not fit the model is left
+// out at start without stopping the server.
+func TestServeAdapters(t *testing.T) {
+	c := testServeConfig(t)
+	c.adapterDir = t.TempDir()
+	f, err := gguf.Open(*c.src.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := models.ReadConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := lora.Random(cfg, lora.RandomSpec{Rank: 4, Seed: 1, Amplitude: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WritePEFT(filepath.Join(c.adapterDir, "tales"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	other := *cfg
+	other.FFN *= 2
+	misfit, err := lora.Random(&other, lora.RandomSpec{Rank: 2, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := misfit.WriteGGUF(filepath.Join(c.adapterDir, "misfit.gguf"), kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	ggufPath := filepath.Join(t.TempDir(), "upload.gguf")
+	if err := a.WriteGGUF(ggufPath, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := startServe(t, ctx, c)
+	waitHealthy(t, base)
+	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	page, err := client.Models.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 2 || page.Data[1].ID != "tales" || page.Data[1].JSON.ExtraFields["parent"].Raw() != `"stories260K"` {
+		t.Errorf("models %+v", page.Data)
+	}
+	complete := func(model string) string {
+		t.Helper()
+		r, err := client.Completions.New(ctx, openai.CompletionNewParams{
+			Model:       openai.CompletionNewParamsModel(model),
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+			MaxTokens:   openai.Int(16),
+			Temperature: openai.Float(0),
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		return r.Choices[0].Text
+	}
+	plain, tales := complete("stories260K"), complete("tales")
+	if plain == tales {
+		t.Errorf("the adapter changes nothing: %q", tales)
+	}
+
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	mw.WriteField("name", "uploaded")
+	w, _ := mw.CreateFormFile("file", "upload.gguf")
+	g, err := os.ReadFile(ggufPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(g)
+	mw.Close()
+	resp, err := http.Post(base+"/v1/adapters", mw.FormDataContentType(), &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("upload: %d %s", resp.StatusCode, b)
+	}
+	if got := complete("stories260K:uploaded"); got != tales {
+		t.Errorf("the uploaded GGUF of the same adapter writes %q, the PEFT one %q", got, tales)
+	}
+	if _, err := os.Stat(filepath.Join(c.adapterDir, "uploaded.gguf")); err != nil {
+		t.Errorf("the upload is not in the adapter directory: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+}
+
+// TestExampleConfig checks that the example configuration parses.
+func TestExampleConfig(t *testing.T) {
+	c, err := parseServeArgs([]string{"--config", filepath.Join("..", "..", "configs", "ruvllm.yaml")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.maxAdapters != 8 || c.maxAdapterMB != 512 || c.adapterDir != "" {
+		t.Errorf("config %+v", c)
 	}
 }

@@ -1,0 +1,397 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/ruvllm/ruvllm/lora"
+)
+
+// Error codes of the adapter routes.
+const (
+	codeAdaptersOff    = "adapters_disabled"
+	codeAdapterMissing = "adapter_not_found"
+	codeAdapterExists  = "adapter_exists"
+	codeAdapterInUse   = "adapter_in_use"
+	codeInvalidAdapter = "invalid_adapter"
+	codeAdapterName    = "invalid_adapter_name"
+	codeAdapterPath    = "invalid_adapter_path"
+	codeBaseMismatch   = "base_model_mismatch"
+	codeAdapterLoad    = "adapter_load_failed"
+	codeMultipart      = "invalid_multipart"
+)
+
+// multipartSlack is what an upload's body may hold beyond the adapter's
+// bytes: boundaries, part headers and the text fields.
+const multipartSlack = 1 << 20
+
+// acquireModel resolves g's model and, when it names an adapter, leases
+// the adapter for the request; the caller defers g.release(). It also
+// refuses lora_scale without an adapter.
+func (s *Server) acquireModel(g *genRequest) (*Model, *apiError) {
+	m, name, err := s.resolveModel(g.model)
+	if err != nil {
+		return nil, err
+	}
+	g.modelID = m.ID
+	if name == "" {
+		if g.hasLoRAScale {
+			return nil, invalid("lora_scale", codeInvalidValue, "lora_scale applies to an adapter; set model to %s", quote(m.ID+":ADAPTER"))
+		}
+		return m, nil
+	}
+	lease, lerr := m.Adapters.Acquire(name)
+	if errors.Is(lerr, lora.ErrNotFound) {
+		// Deleted since Resolve found it.
+		return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound,
+			Message: "the adapter " + quote(name) + " does not exist any more"}
+	}
+	if lerr != nil {
+		// The adapter was accepted when registered: failing to read it back
+		// is the server's problem (its file changed or went away).
+		return nil, &apiError{Status: http.StatusInternalServerError, Type: typeServer, Param: "model", Code: codeAdapterLoad,
+			Message: "loading the adapter " + quote(name) + ": " + lerr.Error()}
+	}
+	g.lease = lease
+	// Responses name the model as the client did.
+	g.modelID = g.model
+	return m, nil
+}
+
+// adapterObject is an adapter as the adapter routes describe it.
+type adapterObject struct {
+	ID        string      `json:"id"`
+	Object    string      `json:"object"`
+	Created   int64       `json:"created"`
+	BaseModel string      `json:"base_model"`
+	Format    lora.Format `json:"format"`
+	Rank      int         `json:"rank"`
+	Alpha     float32     `json:"alpha"`
+	Targets   int         `json:"targets"`
+	FileBytes int64       `json:"file_bytes"`
+	// Resident says whether the adapter is in memory now (MemoryBytes);
+	// one that is not is read again when a request names it.
+	Resident    bool  `json:"resident"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	// InUse counts the requests running with the adapter.
+	InUse int `json:"in_use"`
+}
+
+type adapterList struct {
+	Object string          `json:"object"`
+	Data   []adapterObject `json:"data"`
+}
+
+type adapterDeleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+func adapterObjectOf(in lora.Info) adapterObject {
+	o := adapterObject{
+		ID: in.Name, Object: "lora_adapter", BaseModel: in.BaseModel, Format: in.Format,
+		Rank: in.Rank, Alpha: in.Alpha, Targets: in.Targets, FileBytes: in.FileBytes,
+		Resident: in.Resident, MemoryBytes: in.MemoryBytes, InUse: in.InUse,
+	}
+	if !in.Created.IsZero() {
+		o.Created = in.Created.Unix()
+	}
+	return o
+}
+
+// adapterParams name the request fields an adapter error is about.
+type adapterParams struct {
+	name, file string
+}
+
+// adapterError maps a registry error to its HTTP error.
+func adapterError(err error, p adapterParams) *apiError {
+	e := func(status int, param, code string) *apiError {
+		return &apiError{Status: status, Type: typeInvalidRequest, Param: param, Code: code, Message: err.Error()}
+	}
+	switch {
+	case errors.Is(err, lora.ErrNotFound):
+		return e(http.StatusNotFound, p.name, codeAdapterMissing)
+	case errors.Is(err, lora.ErrInUse):
+		return e(http.StatusConflict, p.name, codeAdapterInUse)
+	case errors.Is(err, lora.ErrExists):
+		return e(http.StatusConflict, p.name, codeAdapterExists)
+	case errors.Is(err, lora.ErrTooLarge):
+		return e(http.StatusRequestEntityTooLarge, p.file, codeTooLarge)
+	case errors.Is(err, lora.ErrBadName):
+		return e(http.StatusBadRequest, p.name, codeAdapterName)
+	case errors.Is(err, lora.ErrBadPath):
+		return e(http.StatusBadRequest, p.file, codeAdapterPath)
+	case errors.Is(err, lora.ErrBaseMismatch):
+		return e(http.StatusBadRequest, "base_model", codeBaseMismatch)
+	case errors.Is(err, lora.ErrInvalid):
+		return e(http.StatusBadRequest, p.file, codeInvalidAdapter)
+	}
+	return internalError("adapter: %v", err)
+}
+
+// registry is the served model's adapter registry, or nil after answering
+// 404 when adapters are off.
+func (s *Server) registry(w http.ResponseWriter) (*Model, *lora.Registry) {
+	m := s.model.Load()
+	if m.Adapters == nil {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeAdaptersOff,
+			Message: "LoRA adapters are disabled on this server: it was started without an adapter directory (ruvllm-serve --adapter-dir DIR)"})
+		return nil, nil
+	}
+	return m, m.Adapters
+}
+
+// uploadAdapter serves POST /v1/adapters: a multipart form with the field
+// name, the optional field base_model, and the adapter's files (one GGUF
+// LoRA file, or adapter_config.json and adapter_model.safetensors). The
+// registry streams the files into a temporary directory and moves the
+// checked adapter into place, so that a failed upload leaves nothing.
+func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) {
+	m, reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	maxBytes := m.MaxAdapterBytes
+	if maxBytes <= 0 {
+		maxBytes = lora.DefaultMaxUploadBytes
+	}
+	if r.ContentLength > maxBytes+multipartSlack {
+		// Refused before reading: a client that sent "Expect: 100-continue"
+		// (curl does for large bodies) never sends the body at all.
+		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
+			Message: fmt.Sprintf("the upload is %d bytes; an adapter may be at most %d bytes", r.ContentLength, maxBytes)})
+		return
+	}
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
+		writeError(w, invalid("", codeMultipart,
+			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)"))
+		return
+	}
+	body := &watchedBody{r: http.MaxBytesReader(w, r.Body, maxBytes+multipartSlack)}
+	info, uerr := reg.UploadMultipart(multipart.NewReader(body, params["boundary"]))
+	if body.tooLarge {
+		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
+			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)})
+		return
+	}
+	if uerr != nil {
+		writeError(w, adapterError(uerr, adapterParams{name: "name", file: "file"}))
+		return
+	}
+	s.opt.Logger.Info().Str("adapter", info.Name).Str("format", string(info.Format)).Int("rank", info.Rank).
+		Int64("bytes", info.FileBytes).Msg("adapter uploaded")
+	w.Header().Set("Location", "/v1/adapters/"+url.PathEscape(info.Name))
+	writeJSON(w, http.StatusCreated, adapterObjectOf(info))
+}
+
+// watchedBody notes when the body hit its size limit, which the registry's
+// errors do not always carry through.
+type watchedBody struct {
+	r        io.Reader
+	tooLarge bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		b.tooLarge = true
+	}
+	return n, err
+}
+
+// listAdapters serves GET /v1/adapters.
+func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) {
+	_, reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	infos := reg.List()
+	l := adapterList{Object: "list", Data: make([]adapterObject, len(infos))}
+	for i, in := range infos {
+		l.Data[i] = adapterObjectOf(in)
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+// getAdapter serves GET /v1/adapters/{name}.
+func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) {
+	_, reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	in, err := reg.Get(chi.URLParam(r, "name"))
+	if err != nil {
+		writeError(w, adapterError(err, adapterParams{}))
+		return
+	}
+	writeJSON(w, http.StatusOK, adapterObjectOf(in))
+}
+
+// deleteAdapter serves DELETE /v1/adapters/{name}: it unregisters the
+// adapter and removes its files from the adapter directory. While a request
+// runs with the adapter the registry refuses (409) rather than waits, so
+// the client knows at once whether the adapter is gone.
+func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) {
+	_, reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	name := chi.URLParam(r, "name")
+	if err := reg.Delete(name); err != nil {
+		writeError(w, adapterError(err, adapterParams{}))
+		return
+	}
+	s.opt.Logger.Info().Str("adapter", name).Msg("adapter deleted")
+	writeJSON(w, http.StatusOK, adapterDeleted{ID: name, Object: "lora_adapter", Deleted: true})
+}
+
+// loadLoRAAdapter serves vLLM's POST /v1/load_lora_adapter
+// {"lora_name","lora_path"[,"load_inplace"]}: it registers the adapter at
+// lora_path, which must lie in the adapter directory (a relative path is
+// taken from it). As vLLM, it answers 200 with a plain-text message, 400
+// when the name is taken (unless load_inplace replaces it) and 404 when
+// the path does not exist.
+func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) {
+	_, reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	f, err := readObject(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	name, _, err := f.str("lora_name")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	path, _, err := f.str("lora_path")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	inplace, _, err := f.boolean("load_inplace")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if is3D, _, err := f.boolean("is_3d_lora_weight"); err != nil {
+		writeError(w, err)
+		return
+	} else if is3D {
+		writeError(w, unsupported("is_3d_lora_weight", "3D (mixture-of-experts) LoRA weights are not supported"))
+		return
+	}
+	if err := f.unknown(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if name == "" || path == "" {
+		param := "lora_name"
+		if name != "" {
+			param = "lora_path"
+		}
+		writeError(w, invalid(param, codeMissing, "both lora_name and lora_path must be provided"))
+		return
+	}
+	if inplace {
+		if err := reg.Unload(name); err != nil && !errors.Is(err, lora.ErrNotFound) {
+			writeError(w, adapterError(err, adapterParams{name: "lora_name", file: "lora_path"}))
+			return
+		}
+	}
+	info, lerr := reg.LoadPath(name, path)
+	if errors.Is(lerr, lora.ErrExists) {
+		writeError(w, invalid("lora_name", codeAdapterExists, "the adapter %s has already been loaded; set load_inplace to true to replace it", quote(name)))
+		return
+	}
+	if errors.Is(lerr, lora.ErrNotFound) {
+		// LoadPath's only "not found" is the path. Outside the directory
+		// the answer is the same whether the path exists or not, so that
+		// clients cannot probe the server's files.
+		if outside(reg.Dir(), path) {
+			lerr = fmt.Errorf("%w: %q", lora.ErrBadPath, path)
+		}
+		writeError(w, adapterError(lerr, adapterParams{name: "lora_path", file: "lora_path"}))
+		return
+	}
+	if lerr != nil {
+		writeError(w, adapterError(lerr, adapterParams{name: "lora_name", file: "lora_path"}))
+		return
+	}
+	s.opt.Logger.Info().Str("adapter", info.Name).Str("path", path).Int("rank", info.Rank).Msg("adapter loaded")
+	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' added successfully.")
+}
+
+// outside reports whether path, taken from dir when relative, is outside
+// dir by its spelling alone.
+func outside(dir, path string) bool {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	return err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// unloadLoRAAdapter serves vLLM's POST /v1/unload_lora_adapter
+// {"lora_name"}: the adapter leaves the registry and memory; its files stay.
+// As vLLM, it answers 200 with a plain-text message and 404 for an unknown
+// name; unlike vLLM it refuses (409) while a request uses the adapter.
+func (s *Server) unloadLoRAAdapter(w http.ResponseWriter, r *http.Request) {
+	_, reg := s.registry(w)
+	if reg == nil {
+		return
+	}
+	f, err := readObject(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	name, _, err := f.str("lora_name")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// vLLM's numeric id of an adapter; names are what identify one here.
+	if _, _, err := f.integer("lora_int_id"); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := f.unknown(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if name == "" {
+		writeError(w, invalid("lora_name", codeMissing, "lora_name must be provided to unload an adapter"))
+		return
+	}
+	if err := reg.Unload(name); err != nil {
+		writeError(w, adapterError(err, adapterParams{name: "lora_name"}))
+		return
+	}
+	s.opt.Logger.Info().Str("adapter", name).Msg("adapter unloaded")
+	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' removed successfully.")
+}
+
+// writeText sends a plain-text response, as vLLM's adapter routes do.
+func writeText(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(text)))
+	w.WriteHeader(status)
+	io.WriteString(w, text)
+}
