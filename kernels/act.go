@@ -3,17 +3,89 @@ package kernels
 import "math"
 
 // SiLU sets dst[i] = x[i]·σ(x[i]) = x[i] / (1 + e^−x[i]); dst may be x.
+//
+// x is one row as ggml's silu sees it: its elements go through ggml's
+// vectorised expf in groups of 8 from the start, the last len(x)%8 through
+// C's expf, so that the results are llama.cpp's to the bit.
 func SiLU(dst, x []float32) {
 	sameLen("SiLU", len(dst), len(x))
-	silu(dst, x)
+	siluRow(dst, x, nil)
 }
 
-// SwiGLU sets dst[i] = silu(gate[i])·up[i], the gated unit of the Llama FFN;
-// dst may be gate or up.
+// SwiGLU sets dst[i] = silu(gate[i])·up[i], the gated unit of the Llama FFN,
+// rounding silu(gate[i]) before the product as ggml's separate silu and mul
+// do; dst may be gate or up. gate is one row, as for SiLU.
 func SwiGLU(dst, gate, up []float32) {
 	sameLen("SwiGLU", len(gate), len(up))
 	sameLen("SwiGLU", len(dst), len(gate))
-	swiglu(dst, gate, up)
+	siluRow(dst, gate, up)
+}
+
+// Constants of ggml's vectorised expf (ggml_v_expf, after ARM's optimized
+// routines): e^x = 2^n·(1 + p(b)) with n = round(x·log2 e) by the 1.5·2^23
+// shift and b = x − n·ln 2 in two parts. act_amd64.s holds the same bits.
+var (
+	gexpShift = math.Float32frombits(0x4b400000) // 1.5·2^23
+	gexpLog2E = math.Float32frombits(0x3fb8aa3b)
+	gexpLn2Hi = math.Float32frombits(0x3f317200)
+	gexpLn2Lo = math.Float32frombits(0x35bfbe8e)
+	gexpP0    = math.Float32frombits(0x3c072010)
+	gexpP1    = math.Float32frombits(0x3d2b9f17)
+	gexpP2    = math.Float32frombits(0x3e2aaf33)
+	gexpP3    = math.Float32frombits(0x3efffedb)
+	gexpP4    = math.Float32frombits(0x3f7ffff6)
+)
+
+// expfLane is e^x as one lane of ggml's vectorised expf computes it, with
+// the same fused multiply-adds, including its handling of results that
+// overflow or underflow (|n| > 126).
+func expfLane(x float32) float32 {
+	z := fmaf(x, gexpLog2E, gexpShift)
+	n := z - gexpShift
+	b := fmaf(-n, gexpLn2Lo, fmaf(-n, gexpLn2Hi, x))
+	e := math.Float32bits(z) << 23
+	k := math.Float32frombits(e + 0x3f800000)
+	u := b * b
+	j := fmaf(fmaf(fmaf(gexpP0, b, gexpP1), u, fmaf(gexpP2, b, gexpP3)), u, gexpP4*b)
+	an := float32(math.Abs(float64(n)))
+	if !(an > 126) {
+		return fmaf(j, k, k)
+	}
+	var g uint32
+	if n <= 0 {
+		g = 0x82000000
+	}
+	s1 := math.Float32frombits(g + 0x7f000000)
+	s2 := math.Float32frombits(e - g)
+	if an > 192 {
+		return s1 * s1
+	}
+	return fmaf(s2, j, s2) * s1
+}
+
+// expfLibm is C's expf, which ggml uses past the last whole group of 8. This
+// is the correctly rounded value, which glibc's expf returns but for rare
+// near-ties.
+func expfLibm(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// siluRowGo sets dst to silu(x) (times up when up is not nil) the way ggml
+// computes a row: ggml_v_silu on whole groups of 8, x/(1+expf(−x)) on the rest.
+func siluRowGo(dst, x, up []float32) {
+	dst = dst[:len(x)]
+	n8 := len(x) &^ 7
+	for i, v := range x {
+		var e float32
+		if i < n8 {
+			e = expfLane(0 - v)
+		} else {
+			e = expfLibm(-v)
+		}
+		s := v / (1 + e)
+		if up != nil {
+			s *= up[i]
+		}
+		dst[i] = s
+	}
 }
 
 // GELU sets dst[i] to the tanh approximation of GELU that ggml uses,

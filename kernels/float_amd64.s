@@ -531,10 +531,11 @@ f2h_done:
 
 // func ropeNormAVX2(x, cos, sin *float32, pairs int)
 // Rotates the adjacent pairs (x[2i], x[2i+1]) by the angle whose cosine and
-// sine are cos[i], sin[i]; pairs is a multiple of 4. Each cosine and sine is
-// spread over both lanes of its pair, the pair swapped and multiplied by the
-// sines, and VFMADDSUB subtracts in the even lanes and adds in the odd ones:
-// x0·c − x1·s and x1·c + x0·s.
+// sine are cos[i], sin[i]; pairs is a multiple of 4. With x0 and x1 spread
+// over both lanes of their pair, (c, s) interleaved in Y1 and (s, c) in Y2,
+// VFMADDSUB subtracts in the even lanes and adds in the odd ones:
+// x0·c − x1·s and x0·s + x1·c, the x0 products fused, as ggml's compiled
+// rope rounds them (ropeNormGo is the twin).
 TEXT ·ropeNormAVX2(SB), NOSPLIT, $0-32
 	MOVQ x+0(FP), SI
 	MOVQ cos+8(FP), DX
@@ -545,13 +546,16 @@ ropenorm_loop:
 	TESTQ          CX, CX
 	JZ             ropenorm_done
 	VMOVUPS        (SI), Y0
-	VPMOVZXDQ      (DX), Y1
-	VMOVSLDUP      Y1, Y1
-	VPMOVZXDQ      (BX), Y2
-	VMOVSLDUP      Y2, Y2
-	VPERMILPS      $0xb1, Y0, Y3
+	VMOVUPS        (DX), X4
+	VMOVUPS        (BX), X5
+	VUNPCKLPS      X5, X4, X1
+	VUNPCKHPS      X5, X4, X2
+	VINSERTF128    $1, X2, Y1, Y1
+	VPERMILPS      $0xb1, Y1, Y2
+	VMOVSLDUP      Y0, Y4
+	VMOVSHDUP      Y0, Y3
 	VMULPS         Y2, Y3, Y3
-	VFMADDSUB231PS Y1, Y0, Y3
+	VFMADDSUB231PS Y1, Y4, Y3
 	VMOVUPS        Y3, (SI)
 	ADDQ           $32, SI
 	ADDQ           $16, DX

@@ -2,7 +2,11 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // quantAsm reports whether the assembly kernels of the block formats run:
 // they need AVX2, FMA and F16C (x/sys/cpu sets HasAVX2 only when the OS saves
@@ -60,7 +64,7 @@ func vecDotF32(n int, w, a []byte) float32 {
 	}
 	checkDot(F32, F32, n, w, a)
 	body := n &^ 31
-	return vecDotF32AVX2(body, &w[0], &a[0]) + dotTailF32(body, n, w, a)
+	return dotTailF32(vecDotF32AVX2(body, &w[0], &a[0]), body, n, w, a)
 }
 
 func vecDotF16(n int, w, a []byte) float32 {
@@ -69,7 +73,7 @@ func vecDotF16(n int, w, a []byte) float32 {
 	}
 	checkDot(F16, F16, n, w, a)
 	body := n &^ 31
-	return vecDotF16AVX2(body, &w[0], &a[0]) + dotTailF16(body, n, w, a)
+	return dotTailF16(vecDotF16AVX2(body, &w[0], &a[0]), body, n, w, a)
 }
 
 func vecDotBF16(n int, w, a []byte) float32 {
@@ -78,7 +82,40 @@ func vecDotBF16(n int, w, a []byte) float32 {
 	}
 	checkDot(BF16, BF16, n, w, a)
 	body := n &^ 31
-	return vecDotBF16AVX2(body, &w[0], &a[0]) + dotTailBF16(body, n, w, a)
+	return dotTailBF16(vecDotBF16AVX2(body, &w[0], &a[0]), body, n, w, a)
+}
+
+//go:noescape
+func gemmDotF32AVX2(n int, w, a *byte) float32
+
+//go:noescape
+func gemmDotF16AVX2(n int, w, a *byte) float32
+
+//go:noescape
+func gemmDotBF16AVX2(n int, w, a *byte) float32
+
+func gemmDotF32(n int, w, a []byte) float32 {
+	if !quantAsm || n == 0 || n%8 != 0 {
+		return gemmDotF32Generic(n, w, a)
+	}
+	checkDot(F32, F32, n, w, a)
+	return gemmDotF32AVX2(n, &w[0], &a[0])
+}
+
+func gemmDotF16(n int, w, a []byte) float32 {
+	if !quantAsm || n == 0 || n%8 != 0 {
+		return gemmDotF16Generic(n, w, a)
+	}
+	checkDot(F16, F16, n, w, a)
+	return gemmDotF16AVX2(n, &w[0], &a[0])
+}
+
+func gemmDotBF16(n int, w, a []byte) float32 {
+	if !quantAsm || n == 0 || n%8 != 0 {
+		return gemmDotBF16Generic(n, w, a)
+	}
+	checkDot(BF16, BF16, n, w, a)
+	return gemmDotBF16AVX2(n, &w[0], &a[0])
 }
 
 func vecDotQ8_0(n int, w, a []byte) float32 {
@@ -159,4 +196,42 @@ func vecDotQ6_K(n int, w, a []byte) float32 {
 	}
 	checkDot(Q6_K, Q8_K, n, w, a)
 	return vecDotQ6_KAVX2(n/QKK, &w[0], &a[0])
+}
+
+// vecDotHalves is vecDotF16 on halves whose lengths the caller has checked.
+// The elements past the last whole 32 (all of them in a short head) are
+// widened by F16C and summed as dotTailF16 does.
+func vecDotHalves(w, a []uint16) float32 {
+	n := len(w)
+	if !quantAsm {
+		return vecDotF16Generic(n, halfBytes(w), halfBytes(a))
+	}
+	a = a[:n]
+	body := n &^ 31
+	var s float32
+	if body > 0 {
+		s = vecDotF16AVX2(body, (*byte)(unsafe.Pointer(&w[0])), (*byte)(unsafe.Pointer(&a[0])))
+		if body == n {
+			return s
+		}
+	}
+	var wf, af [32]float32
+	tail := n - body
+	fp16ToFP32Row(w[body:], wf[:tail])
+	fp16ToFP32Row(a[body:], af[:tail])
+	sum := float64(s)
+	for i := range tail {
+		sum += float64(wf[i] * af[i])
+	}
+	return float32(sum)
+}
+
+// gemmDotHalves is gemmDotF16 on halves whose lengths the caller has checked.
+func gemmDotHalves(w, a []uint16) float32 {
+	n := len(w)
+	if !quantAsm || n == 0 || n%8 != 0 {
+		return gemmDotF16Generic(n, halfBytes(w), halfBytes(a))
+	}
+	a = a[:n]
+	return gemmDotF16AVX2(n, (*byte)(unsafe.Pointer(&w[0])), (*byte)(unsafe.Pointer(&a[0])))
 }

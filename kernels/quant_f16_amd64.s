@@ -4,7 +4,8 @@
 
 // func vecDotF16AVX2(n int, w, a *byte) float32
 // n is a positive multiple of 32. Sums in four 8-lane accumulators, element i
-// in lane i%32, then reduces as reduceLanes does.
+// in Y(i/8%4), lane i%8, then reduces them as ggml's F32x8_REDUCE does
+// (vecDotF16Generic is the twin).
 TEXT ·vecDotF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ n+0(FP), CX
 	MOVQ w+8(FP), SI
@@ -32,15 +33,13 @@ loop:
 	SUBQ $32, CX
 	JNZ  loop
 
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET

@@ -64,17 +64,6 @@ func scaleQ3K(j int, s []byte) int32 {
 // bsum is the int16 sum of activation group g of a Q8_K block.
 func bsum(y []byte, g int) int32 { return int32(int16(le.Uint16(y[260+2*g:]))) }
 
-// dotRun returns the products of q and the int8 activations a summed over
-// each 16-weight half.
-func dotRun(q *[32]int8, a []byte) (lo, hi int32) {
-	a = a[:32]
-	for l := range 16 {
-		lo += int32(q[l]) * int32(int8(a[l]))
-		hi += int32(q[16+l]) * int32(int8(a[16+l]))
-	}
-	return lo, hi
-}
-
 // ---- Q2_K
 
 func runQ2K(x []byte, h, j int, q *[32]int8) {
@@ -103,24 +92,26 @@ func dequantizeRowQ2_K(src []byte, dst []float32) {
 func vecDotQ2_KGeneric(n int, w, a []byte) float32 {
 	checkDot(Q2_K, Q8_K, n, w, a)
 	var (
-		sum float32
+		acc [8]float32
 		q   [32]int8
 	)
 	for b := 0; b < n/QKK; b++ {
 		x, y := w[b*bytesQ2_K:(b+1)*bytesQ2_K], a[b*bytesQ8_K:(b+1)*bytesQ8_K]
-		var isum, msum int32
-		for g := range 16 {
-			msum += bsum(y, g) * int32(x[g]>>4)
+		// The min terms go into the same lanes first: lane m gets the mins
+		// of groups 2m and 2m+1 times their activation sums.
+		var mins, sums [8]int32
+		for m := range mins {
+			mins[m] = int32(x[2*m]>>4)*bsum(y, 2*m) + int32(x[2*m+1]>>4)*bsum(y, 2*m+1)
 		}
 		for r := range 8 {
 			runQ2K(x, r/4, r%4, &q)
-			lo, hi := dotRun(&q, y[4+32*r:])
-			isum += int32(x[2*r]&0xf)*lo + int32(x[2*r+1]&0xf)*hi
+			lanes8(&sums, &q, y[4+32*r:], int32(x[2*r]&0xf), int32(x[2*r+1]&0xf))
 		}
-		dy := math.Float32frombits(le.Uint32(y))
-		sum += float32(dy*halfAt(x, 80))*float32(isum) - float32(dy*halfAt(x, 82))*float32(msum)
+		dy := q8K(y)
+		accumulate8(&acc, -dy*halfAt(x, 82), &mins)
+		accumulate8(&acc, dy*halfAt(x, 80), &sums)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // ---- Q3_K
@@ -156,20 +147,19 @@ func dequantizeRowQ3_K(src []byte, dst []float32) {
 func vecDotQ3_KGeneric(n int, w, a []byte) float32 {
 	checkDot(Q3_K, Q8_K, n, w, a)
 	var (
-		sum float32
+		acc [8]float32
 		q   [32]int8
 	)
 	for b := 0; b < n/QKK; b++ {
 		x, y := w[b*bytesQ3_K:(b+1)*bytesQ3_K], a[b*bytesQ8_K:(b+1)*bytesQ8_K]
-		var isum int32
+		var sums [8]int32
 		for r := range 8 {
 			runQ3K(x, r/4, r%4, &q)
-			lo, hi := dotRun(&q, y[4+32*r:])
-			isum += scaleQ3K(2*r, x[96:])*lo + scaleQ3K(2*r+1, x[96:])*hi
+			lanes8(&sums, &q, y[4+32*r:], scaleQ3K(2*r, x[96:]), scaleQ3K(2*r+1, x[96:]))
 		}
-		sum += float32(halfAt(x, 108)*math.Float32frombits(le.Uint32(y))) * float32(isum)
+		accumulate8(&acc, q8K(y)*halfAt(x, 108), &sums)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // ---- Q4_K
@@ -191,37 +181,40 @@ func dequantizeRowQ4_K(src []byte, dst []float32) {
 	}
 }
 
-// minSumK4 is Σ_j min_j·(Σ activations of sub-block j) of a Q4_K/Q5_K block.
-func minSumK4(scales, y []byte) (msum int32) {
-	for j := range QKK / 32 {
-		_, m := scaleMinK4(j, scales)
-		msum += int32(m) * (bsum(y, 2*j) + bsum(y, 2*j+1))
-	}
-	return msum
-}
-
+// vecDotQ4_KGeneric keeps the min terms in a separate 4-lane accumulator,
+// summed after the main one, as ggml's AVX2 kernel does.
 func vecDotQ4_KGeneric(n int, w, a []byte) float32 {
 	checkDot(Q4_K, Q8_K, n, w, a)
-	var sum float32
+	var (
+		acc  [8]float32
+		accM [4]float32
+		q    [32]int8
+	)
 	for b := 0; b < n/QKK; b++ {
 		x, y := w[b*bytesQ4_K:(b+1)*bytesQ4_K], a[b*bytesQ8_K:(b+1)*bytesQ8_K]
-		var isum int32
+		dy := q8K(y)
+		mins := minLanesK4(x[4:16], y)
+		dmin := -dy * halfAt(x, 2)
+		for i, v := range mins {
+			accM[i] = fmaf(dmin, float32(v), accM[i])
+		}
+		var sums [8]int32
 		for k := range 4 { // 64 weights: sub-block 2k in the low nibbles, 2k+1 in the high
-			q, act := x[16+32*k:16+32*k+32], y[4+64*k:4+64*k+64]
-			var lo, hi int32
-			for l, v := range q {
-				lo += int32(v&0xf) * int32(int8(act[l]))
-				hi += int32(v>>4) * int32(int8(act[32+l]))
-			}
+			qs := x[16+32*k : 16+32*k+32]
 			s0, _ := scaleMinK4(2*k, x[4:16])
 			s1, _ := scaleMinK4(2*k+1, x[4:16])
-			isum += int32(s0)*lo + int32(s1)*hi
+			for l, v := range qs {
+				q[l] = int8(v & 0xf)
+			}
+			lanes8(&sums, &q, y[4+64*k:], int32(s0), int32(s0))
+			for l, v := range qs {
+				q[l] = int8(v >> 4)
+			}
+			lanes8(&sums, &q, y[4+64*k+32:], int32(s1), int32(s1))
 		}
-		msum := minSumK4(x[4:16], y)
-		dy := math.Float32frombits(le.Uint32(y))
-		sum += float32(halfAt(x, 0)*dy)*float32(isum) - float32(halfAt(x, 2)*dy)*float32(msum)
+		accumulate8(&acc, dy*halfAt(x, 0), &sums)
 	}
-	return sum
+	return hsum8(&acc) + hsum4(&accM)
 }
 
 // ---- Q5_K
@@ -245,30 +238,38 @@ func dequantizeRowQ5_K(src []byte, dst []float32) {
 	}
 }
 
+// vecDotQ5_KGeneric sums the min terms of all blocks in one float, as
+// ggml's AVX2 kernel does (its compiler fuses that multiply-add).
 func vecDotQ5_KGeneric(n int, w, a []byte) float32 {
 	checkDot(Q5_K, Q8_K, n, w, a)
-	var sum float32
+	var (
+		acc   [8]float32
+		summs float32
+		q     [32]int8
+	)
 	for b := 0; b < n/QKK; b++ {
 		x, y := w[b*bytesQ5_K:(b+1)*bytesQ5_K], a[b*bytesQ8_K:(b+1)*bytesQ8_K]
+		dy := q8K(y)
+		mins := minLanesK4(x[4:16], y)
+		summs = fmaf(float32((mins[0]+mins[1])+(mins[2]+mins[3])), -dy*halfAt(x, 2), summs)
 		qh := x[16:48]
-		var isum int32
+		var sums [8]int32
 		for k := range 4 {
-			q, act := x[48+32*k:48+32*k+32], y[4+64*k:4+64*k+64]
-			var lo, hi int32
-			for l, v := range q {
-				h := qh[l] >> (2 * k)
-				lo += int32(v&0xf|(h&1)<<4) * int32(int8(act[l]))
-				hi += int32(v>>4|(h&2)<<3) * int32(int8(act[32+l]))
-			}
+			qs := x[48+32*k : 48+32*k+32]
 			s0, _ := scaleMinK4(2*k, x[4:16])
 			s1, _ := scaleMinK4(2*k+1, x[4:16])
-			isum += int32(s0)*lo + int32(s1)*hi
+			for l, v := range qs {
+				q[l] = int8(v&0xf | (qh[l]>>(2*k)&1)<<4)
+			}
+			lanes8(&sums, &q, y[4+64*k:], int32(s0), int32(s0))
+			for l, v := range qs {
+				q[l] = int8(v>>4 | (qh[l]>>(2*k+1)&1)<<4)
+			}
+			lanes8(&sums, &q, y[4+64*k+32:], int32(s1), int32(s1))
 		}
-		msum := minSumK4(x[4:16], y)
-		dy := math.Float32frombits(le.Uint32(y))
-		sum += float32(halfAt(x, 0)*dy)*float32(isum) - float32(halfAt(x, 2)*dy)*float32(msum)
+		accumulate8(&acc, dy*halfAt(x, 0), &sums)
 	}
-	return sum
+	return hsum8(&acc) + summs
 }
 
 // ---- Q6_K
@@ -305,20 +306,19 @@ func dequantizeRowQ6_K(src []byte, dst []float32) {
 func vecDotQ6_KGeneric(n int, w, a []byte) float32 {
 	checkDot(Q6_K, Q8_K, n, w, a)
 	var (
-		sum float32
+		acc [8]float32
 		q   [32]int8
 	)
 	for b := 0; b < n/QKK; b++ {
 		x, y := w[b*bytesQ6_K:(b+1)*bytesQ6_K], a[b*bytesQ8_K:(b+1)*bytesQ8_K]
-		var isum int32
+		var sums [8]int32
 		for r := range 8 {
 			runQ6K(x, r/4, r%4, &q)
-			lo, hi := dotRun(&q, y[4+32*r:])
-			isum += int32(int8(x[192+2*r]))*lo + int32(int8(x[193+2*r]))*hi
+			lanes8(&sums, &q, y[4+32*r:], int32(int8(x[192+2*r])), int32(int8(x[193+2*r])))
 		}
-		sum += float32(halfAt(x, 208)*math.Float32frombits(le.Uint32(y))) * float32(isum)
+		accumulate8(&acc, q8K(y)*halfAt(x, 208), &sums)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // ---- Q8_K (activations only)

@@ -87,6 +87,11 @@ func dequantizeRowQ4_0(src []byte, dst []float32) {
 	}
 }
 
+// vecDotQ4_0Generic follows ggml's x86 and ARM CPU backends, which repack
+// Q4_0 weights into groups of 8 rows and use their own products: each
+// block's exact integer dot becomes a float that is added into one float per
+// output with a fused multiply-add by dw·da, block after block (ggml's
+// lane-wise vec_dot_q4_0 is then not used for matrices).
 func vecDotQ4_0Generic(n int, w, a []byte) float32 {
 	checkDot(Q4_0, Q8_0, n, w, a)
 	var sum float32
@@ -96,7 +101,7 @@ func vecDotQ4_0Generic(n int, w, a []byte) float32 {
 		for j, q := range x[2:bytesQ4_0] {
 			isum += (int32(q&0xf)-8)*int32(int8(y[2+j])) + (int32(q>>4)-8)*int32(int8(y[2+j+QK/2]))
 		}
-		sum += float32(isum) * float32(halfAt(x, 0)*halfAt(y, 0))
+		sum = fmaf(float32(isum), halfAt(x, 0)*halfAt(y, 0), sum)
 	}
 	return sum
 }
@@ -132,18 +137,26 @@ func dequantizeRowQ4_1(src []byte, dst []float32) {
 	}
 }
 
+// vecDotQ4_1Generic adds the min terms m·s in one float, fused as ggml's
+// compiled AVX2 kernel has them, after the lanes.
 func vecDotQ4_1Generic(n int, w, a []byte) float32 {
 	checkDot(Q4_1, Q8_1, n, w, a)
-	var sum float32
+	var (
+		acc   [8]float32
+		summs float32
+		q     [32]int8
+	)
 	for b := 0; b < n/QK; b++ {
 		x, y := w[b*bytesQ4_1:(b+1)*bytesQ4_1], a[b*bytesQ8_1:(b+1)*bytesQ8_1]
-		var isum int32
-		for j, q := range x[4:bytesQ4_1] {
-			isum += int32(q&0xf)*int32(int8(y[4+j])) + int32(q>>4)*int32(int8(y[4+j+QK/2]))
+		summs = fmaf(halfAt(x, 2), halfAt(y, 2), summs)
+		for j, v := range x[4:bytesQ4_1] {
+			q[j], q[j+QK/2] = int8(v&0xf), int8(v>>4)
 		}
-		sum += float32(float32(halfAt(x, 0)*halfAt(y, 0))*float32(isum)) + float32(halfAt(x, 2)*halfAt(y, 2))
+		var sums [8]int32
+		lanes8(&sums, &q, y[4:], 1, 1)
+		accumulate8(&acc, halfAt(x, 0)*halfAt(y, 0), &sums)
 	}
-	return sum
+	return hsum8(&acc) + summs
 }
 
 // ---- Q5_0
@@ -185,19 +198,22 @@ func dequantizeRowQ5_0(src []byte, dst []float32) {
 
 func vecDotQ5_0Generic(n int, w, a []byte) float32 {
 	checkDot(Q5_0, Q8_0, n, w, a)
-	var sum float32
+	var (
+		acc [8]float32
+		q   [32]int8
+	)
 	for b := 0; b < n/QK; b++ {
 		x, y := w[b*bytesQ5_0:(b+1)*bytesQ5_0], a[b*bytesQ8_0:(b+1)*bytesQ8_0]
 		qh := le.Uint32(x[2:])
-		var isum int32
-		for j, q := range x[6:bytesQ5_0] {
-			v0 := int32(q&0xf) | int32(qh>>j&1)<<4 - 16
-			v1 := int32(q>>4) | int32(qh>>(j+QK/2)&1)<<4 - 16
-			isum += v0*int32(int8(y[2+j])) + v1*int32(int8(y[2+j+QK/2]))
+		for j, v := range x[6:bytesQ5_0] {
+			q[j] = int8(v&0xf|uint8(qh>>j&1)<<4) - 16
+			q[j+QK/2] = int8(v>>4|uint8(qh>>(j+QK/2)&1)<<4) - 16
 		}
-		sum += float32(halfAt(x, 0)*halfAt(y, 0)) * float32(isum)
+		var sums [8]int32
+		lanes8(&sums, &q, y[2:], 1, 1)
+		accumulate8(&acc, halfAt(x, 0)*halfAt(y, 0), &sums)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // ---- Q5_1
@@ -240,19 +256,24 @@ func dequantizeRowQ5_1(src []byte, dst []float32) {
 
 func vecDotQ5_1Generic(n int, w, a []byte) float32 {
 	checkDot(Q5_1, Q8_1, n, w, a)
-	var sum float32
+	var (
+		acc   [8]float32
+		summs float32
+		q     [32]int8
+	)
 	for b := 0; b < n/QK; b++ {
 		x, y := w[b*bytesQ5_1:(b+1)*bytesQ5_1], a[b*bytesQ8_1:(b+1)*bytesQ8_1]
+		summs = fmaf(halfAt(x, 2), halfAt(y, 2), summs)
 		qh := le.Uint32(x[4:])
-		var isum int32
-		for j, q := range x[8:bytesQ5_1] {
-			v0 := int32(q&0xf) | int32(qh>>j&1)<<4
-			v1 := int32(q>>4) | int32(qh>>(j+QK/2)&1)<<4
-			isum += v0*int32(int8(y[4+j])) + v1*int32(int8(y[4+j+QK/2]))
+		for j, v := range x[8:bytesQ5_1] {
+			q[j] = int8(v&0xf | uint8(qh>>j&1)<<4)
+			q[j+QK/2] = int8(v>>4 | uint8(qh>>(j+QK/2)&1)<<4)
 		}
-		sum += float32(float32(halfAt(x, 0)*halfAt(y, 0))*float32(isum)) + float32(halfAt(x, 2)*halfAt(y, 2))
+		var sums [8]int32
+		lanes8(&sums, &q, y[4:], 1, 1)
+		accumulate8(&acc, halfAt(x, 0)*halfAt(y, 0), &sums)
 	}
-	return sum
+	return hsum8(&acc) + summs
 }
 
 // ---- Q8_0
@@ -305,16 +326,20 @@ func dequantizeRowQ8_0(src []byte, dst []float32) {
 
 func vecDotQ8_0Generic(n int, w, a []byte) float32 {
 	checkDot(Q8_0, Q8_0, n, w, a)
-	var sum float32
+	var (
+		acc [8]float32
+		q   [32]int8
+	)
 	for b := 0; b < n/QK; b++ {
 		x, y := w[b*bytesQ8_0:(b+1)*bytesQ8_0], a[b*bytesQ8_0:(b+1)*bytesQ8_0]
-		var isum int32
-		for j, q := range x[2:bytesQ8_0] {
-			isum += int32(int8(q)) * int32(int8(y[2+j]))
+		for j, v := range x[2:bytesQ8_0] {
+			q[j] = int8(v)
 		}
-		sum += float32(isum) * float32(halfAt(x, 0)*halfAt(y, 0))
+		var sums [8]int32
+		lanes8(&sums, &q, y[2:], 1, 1)
+		accumulate8(&acc, halfAt(x, 0)*halfAt(y, 0), &sums)
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // ---- Q8_1 (activations only: ggml has no Q8_1 weights)

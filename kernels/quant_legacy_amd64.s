@@ -7,7 +7,7 @@
 // iteration: the quants are expanded to 32 bytes, multiplied through
 // VPMADDUBSW, widened to 8 int32 lane sums, and added to the accumulator as
 // floats scaled by dw·da. The min terms of Q4_1/Q5_1 are mw·sa per block,
-// summed in a scalar.
+// summed in a scalar with a fused multiply-add (ggml's compiler fuses it).
 
 // bitsToBytes: byte i of the 32 gets byte i/8 of the 32-bit qh word.
 DATA bitsToBytes<>+0(SB)/8, $0x0000000000000000
@@ -98,8 +98,8 @@ q50loop:
 	MOVSS X0, ret+24(FP)
 	RET
 
-// SCALES_MIN sets Y1 to the broadcast of dw·da and adds mw·sa to X9, from the
-// half pairs (d, m) at wp and (d, s) at ap.
+// SCALES_MIN sets Y1 to the broadcast of dw·da and adds mw·sa to X9 in one
+// rounding, from the half pairs (d, m) at wp and (d, s) at ap; clobbers X2-X4.
 #define SCALES_MIN(wp, ap) \
 	MOVL         wp, AX; \
 	MOVL         ap, BX; \
@@ -107,9 +107,10 @@ q50loop:
 	VPINSRD      $1, BX, X1, X1; \
 	VCVTPH2PS    X1, X1; \
 	VMOVHLPS     X1, X1, X2; \
-	VMULPS       X2, X1, X1; \
-	VMOVSHDUP    X1, X2; \
-	VADDSS       X2, X9, X9; \
+	VMOVSHDUP    X1, X3; \
+	VMOVSHDUP    X2, X4; \
+	VFMADD231SS  X4, X3, X9; \
+	VMULSS       X2, X1, X1; \
 	VBROADCASTSS X1, Y1
 
 // DOT_U8 adds Y1 · (unsigned Yq · int8 at m, in 8 lanes) to Y0.

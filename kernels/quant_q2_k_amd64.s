@@ -10,10 +10,11 @@
 // Q8_K super-block (292 B): d f32 @0, qs[256] @4, bsums[16] int16 @260.
 //
 // Σ (d·sc·q - dmin·m)·a = d·Σ sc·q·a - dmin·Σ m·bsum: integer sums per
-// super-block, then floats. Scales are laid out and broadcast per 32-weight
-// run as in the Q6_K kernel.
+// super-block in 8 lanes, then floats: as ggml's AVX2 kernel, the min lanes
+// go into the accumulator first (times −dmin·dy), then the quant lanes.
+// Scales are laid out and broadcast per 32-weight run as in the Q6_K kernel.
 //
-// Registers: Y0 float accumulator, Y7 float accumulator of the min terms,
+// Registers: Y0 float accumulator,
 // Y6 qs shifted right by 2 per run, Y8 0x03 bytes, Y9 the scales (even in
 // the low lane, odd in the high), Y10 the VPSHUFB control, Y12 its step,
 // Y14 0x0f bytes, Y15 the int32 sums of the super-block.
@@ -37,7 +38,6 @@ TEXT ·vecDotQ2_KAVX2(SB), NOSPLIT, $0-28
 	MOVQ         w+8(FP), SI
 	MOVQ         a+16(FP), DI
 	VXORPS       Y0, Y0, Y0
-	VXORPS       Y7, Y7, Y7
 	MOVL         $0x03030303, AX
 	VMOVD        AX, X8
 	VPBROADCASTD X8, Y8
@@ -84,17 +84,16 @@ block:
 	VMOVSHDUP    X1, X4
 	VBROADCASTSS X4, Y4
 
-	VCVTDQ2PS   Y15, Y15
-	VFMADD231PS Y15, Y3, Y0
-	VCVTDQ2PS   Y2, Y2
-	VFMADD231PS Y2, Y4, Y7
+	VCVTDQ2PS    Y2, Y2
+	VFNMADD231PS Y2, Y4, Y0
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y15, Y3, Y0
 
 	ADDQ $84, SI
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  block
 
-	VSUBPS       Y7, Y0, Y0
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVHLPS     X0, X0, X1

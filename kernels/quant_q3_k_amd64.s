@@ -11,13 +11,16 @@
 // bsums[16] int16 @260.
 //
 // The unsigned u = low | 3rd<<2 go through VPMADDUBSW and the bias comes off
-// once per super-block: Σ sc·(u-4)·a = Σ sc·u·a - 4·Σ sc·bsum. A 32-weight run
+// each int16 pair sum as VPMADDUBSW(4, a), so that every int32 lane holds
+// exactly the products of its own bytes, as in ggml's AVX2 kernel (the float
+// rounding of each lane depends on it). A 32-weight run
 // covers scales 2p and 2p+1, one per lane of the VPMADDUBSW result; the
 // scales are kept even-numbered in the low lane and odd in the high lane of
 // Y9, and the VPSHUFB control Y10 (step Y12) broadcasts pair p.
 //
 // Registers: Y0 float accumulator, Y6 qs shifted right by 2 per run, Y7 hmask
 // shifted right by 1 per run, Y8 0x03 bytes, Y11 0x04 bytes, Y13 0x20 bytes,
+// Y4 scratch,
 // Y15 the int32 sums of the super-block.
 
 DATA q3kDeinterleave<>+0(SB)/8, $0x0e0c0a0806040200
@@ -33,6 +36,8 @@ GLOBL q3kDeinterleave<>(SB), RODATA|NOPTR, $16
 	VPSRLW     $1, Y7, Y7; \
 	VPOR       Y2, Y1, Y1; \
 	VPMADDUBSW aq, Y1, Y1; \
+	VPMADDUBSW aq, Y11, Y4; \
+	VPSUBW     Y4, Y1, Y1; \
 	VPSHUFB    Y10, Y9, Y3; \
 	VPADDW     Y12, Y10, Y10; \
 	VPMADDWD   Y3, Y1, Y1; \
@@ -97,12 +102,7 @@ block:
 	VPINSRQ $1, AX, X9, X9
 	VPSUBB  X13, X9, X9  // remove the bias of 32
 
-	// Bias term: 4·Σ sc_g·bsum_g, subtracted from the start.
-	VPMOVSXBW X9, Y1
-	VPMADDWD  260(DI), Y1, Y1
-	VPSLLD    $2, Y1, Y1
-	VPXOR     Y15, Y15, Y15
-	VPSUBD    Y1, Y15, Y15
+	VPXOR Y15, Y15, Y15
 
 	VPSHUFB      q3kDeinterleave<>(SB), X9, X9
 	VPMOVSXBW    X9, Y9

@@ -9,7 +9,9 @@
 //
 // Per super-block the integer sums are exact: Σ_j sc_j·(q4·q8 over sub-block
 // j) in 8 int32 lanes, and Σ_j m_j·(bsum_2j + bsum_2j+1) in 4. They become
-// floats once per super-block, scaled by d·dy and dmin·dy.
+// floats once per super-block, scaled by d·dy and −dmin·dy into two
+// accumulators that are summed separately and added at the end, as in
+// ggml's AVX2 kernel.
 //
 // Registers: Y0 float accumulator, X7 float accumulator of the min terms,
 // Y8 the 8 sub-block scales as int16 in both lanes, Y9 the VPSHUFB control
@@ -107,10 +109,10 @@ block:
 	VMOVSHDUP    X1, X3
 	VBROADCASTSS X3, X3
 
-	VCVTDQ2PS   Y15, Y15
-	VFMADD231PS Y15, Y2, Y0
-	VCVTDQ2PS   X11, X11
-	VFMADD231PS X11, X3, X7
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y15, Y2, Y0
+	VCVTDQ2PS    X11, X11
+	VFNMADD231PS X11, X3, X7
 
 	ADDQ $144, SI
 	ADDQ $292, DI
@@ -119,11 +121,15 @@ block:
 
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS       X1, X0, X0
-	VSUBPS       X7, X0, X0
 	VMOVHLPS     X0, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
+	VMOVHLPS     X7, X7, X1
+	VADDPS       X1, X7, X7
+	VMOVSHDUP    X7, X1
+	VADDSS       X1, X7, X7
+	VADDSS       X7, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET

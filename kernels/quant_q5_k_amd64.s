@@ -10,7 +10,10 @@
 // As the Q4_K kernel, with the 5th bits ORed in before VPMADDUBSW (unsigned
 // quants up to 31: no int16 pair sum saturates).
 //
-// Registers: Y0 float accumulator, X7 float accumulator of the min terms,
+// Unlike Q4_K, ggml's AVX2 kernel sums each block's min terms to one integer
+// and adds it times −dmin·dy into a scalar (fused), added at the end.
+//
+// Registers: Y0 float accumulator, X7 scalar accumulator of the min terms,
 // Y8 the 8 sub-block scales as int16 in both lanes, Y9 the VPSHUFB control
 // that broadcasts scale j, Y12 its step, Y13 qh shifted right by 2 per 64
 // weights, Y11 0x10 bytes, Y14 0x0f bytes, Y15 the int32 sums.
@@ -112,10 +115,12 @@ block:
 	VMOVSHDUP    X1, X3
 	VBROADCASTSS X3, X3
 
-	VCVTDQ2PS   Y15, Y15
-	VFMADD231PS Y15, Y2, Y0
-	VCVTDQ2PS   X10, X10
-	VFMADD231PS X10, X3, X7
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y15, Y2, Y0
+	VPHADDD      X10, X10, X10
+	VPHADDD      X10, X10, X10
+	VCVTDQ2PS    X10, X10
+	VFNMADD231SS X10, X3, X7
 
 	ADDQ $176, SI
 	ADDQ $292, DI
@@ -124,11 +129,11 @@ block:
 
 	VEXTRACTF128 $1, Y0, X1
 	VADDPS       X1, X0, X0
-	VSUBPS       X7, X0, X0
 	VMOVHLPS     X0, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSHDUP    X0, X1
 	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET

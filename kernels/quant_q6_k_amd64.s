@@ -7,15 +7,17 @@
 // Q6_K super-block (210 B): ql[128] @0, qh[64] @128, scales[16] int8 @192,
 // d f16 @208. Q8_K super-block (292 B): d f32 @0, qs[256] @4, bsums @260.
 //
-// The quants are stored biased by 32: Σ sc·(q-32)·a = Σ sc·q·a - 32·Σ sc·bsum,
-// so the unsigned q go straight into VPMADDUBSW and the bias comes off once
-// per super-block through the activation block sums. All integer, exact.
+// The quants are stored biased by 32: the unsigned q go into VPMADDUBSW and
+// the bias comes off each int16 pair sum as VPMADDUBSW(32, a), so that every
+// int32 lane holds exactly the products of its own bytes, as in ggml's AVX2
+// kernel (the float rounding of each lane depends on it).
 //
 // Registers: Y0 float accumulator, Y9 the 16 scales as int16, even-numbered
 // ones in the low lane and odd-numbered in the high lane (a 32-weight run
 // covers scales 2p and 2p+1, one per lane of the VPMADDUBSW result), Y10 the
 // VPSHUFB control that broadcasts pair p, Y12 its step, Y13 0x30 bytes,
-// Y14 0x0f bytes, Y15 the int32 sums of the current super-block.
+// Y14 0x0f bytes, Y11 0x20 bytes, Y15 the int32 sums of the current
+// super-block.
 
 DATA q6kDeinterleave<>+0(SB)/8, $0x0e0c0a0806040200
 DATA q6kDeinterleave<>+8(SB)/8, $0x0f0d0b0907050301
@@ -25,6 +27,8 @@ GLOBL q6kDeinterleave<>(SB), RODATA|NOPTR, $16
 // activations.
 #define RUN(Yq, aq) \
 	VPMADDUBSW aq, Yq, Yq; \
+	VPMADDUBSW aq, Y11, Y5; \
+	VPSUBW     Y5, Yq, Yq; \
 	VPSHUFB    Y10, Y9, Y5; \
 	VPADDW     Y12, Y10, Y10; \
 	VPMADDWD   Y5, Yq, Yq; \
@@ -72,14 +76,12 @@ TEXT ·vecDotQ6_KAVX2(SB), NOSPLIT, $0-28
 	MOVL         $0x02020202, AX
 	VMOVD        AX, X12
 	VPBROADCASTD X12, Y12
+	MOVL         $0x20202020, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
 
 block:
-	// Bias term: 32·Σ sc_g·bsum_g, subtracted from the start.
-	VPMOVSXBW 192(SI), Y1
-	VPMADDWD  260(DI), Y1, Y1
-	VPSLLD    $5, Y1, Y1
-	VPXOR     Y15, Y15, Y15
-	VPSUBD    Y1, Y15, Y15
+	VPXOR Y15, Y15, Y15
 
 	VMOVDQU      192(SI), X9
 	VPSHUFB      q6kDeinterleave<>(SB), X9, X9

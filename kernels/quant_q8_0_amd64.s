@@ -5,9 +5,12 @@
 // Dot products of 32-weight blocks against Q8_0 activations (34-byte blocks:
 // d f16, 32 int8). Per block: the signed bytes w and a multiply through
 // VPMADDUBSW as |w| · (a·sign w), the int16 pair sums widen to 8 int32 lane
-// sums, which become floats and add into the accumulator scaled by dw·da.
-// The quants of a Q8_0 block are within ±127 (ggml's quantizers guarantee
-// it), so no int16 pair sum saturates.
+// sums. Q8_0 adds them as floats into one 8-lane accumulator scaled by dw·da,
+// block after block, as ggml's vec_dot does (and llamafile's Q8_0 gemm);
+// Q4_0 sums each block's lanes to one integer and adds it to a scalar, as
+// ggml's repacked Q4_0 products do (quant_legacy.go). The quants of a Q8_0
+// block are within ±127 (ggml's quantizers guarantee it), so no int16 pair
+// sum saturates.
 
 // BLOCK_SCALE sets Yd to the 8-fold broadcast of f16(dw)·f16(da), the halves
 // at wptr and aptr; clobbers AX, BX, Xt.
@@ -45,36 +48,19 @@ TEXT ·vecDotQ8_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ     w+8(FP), SI
 	MOVQ     a+16(FP), DI
 	VXORPS   Y0, Y0, Y0
-	VXORPS   Y8, Y8, Y8
 	VPCMPEQW Y15, Y15, Y15
 	VPSRLW   $15, Y15, Y15
-	SUBQ     $2, CX
-	JLT      q8tail
 
-q8pair:
+q8loop:
 	BLOCK_SCALE(0(SI), 0(DI), X2, X1, Y1)
 	VMOVDQU 2(SI), Y2
 	VMOVDQU 2(DI), Y3
 	DOT_I8(Y2, Y3, Y15, Y1, Y0)
-	BLOCK_SCALE(34(SI), 34(DI), X5, X4, Y4)
-	VMOVDQU 36(SI), Y5
-	VMOVDQU 36(DI), Y6
-	DOT_I8(Y5, Y6, Y15, Y4, Y8)
-	ADDQ    $68, SI
-	ADDQ    $68, DI
-	SUBQ    $2, CX
-	JGE     q8pair
+	ADDQ    $34, SI
+	ADDQ    $34, DI
+	DECQ    CX
+	JNZ     q8loop
 
-q8tail:
-	ADDQ $2, CX
-	JZ   q8done
-	BLOCK_SCALE(0(SI), 0(DI), X2, X1, Y1)
-	VMOVDQU 2(SI), Y2
-	VMOVDQU 2(DI), Y3
-	DOT_I8(Y2, Y3, Y15, Y1, Y0)
-
-q8done:
-	VADDPS Y8, Y0, Y0
 	HSUM_Y0
 	VZEROUPPER
 	MOVSS  X0, ret+24(FP)
@@ -95,8 +81,7 @@ TEXT ·vecDotQ4_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ         nb+0(FP), CX
 	MOVQ         w+8(FP), SI
 	MOVQ         a+16(FP), DI
-	VXORPS       Y0, Y0, Y0
-	VXORPS       Y8, Y8, Y8
+	VXORPS       X0, X0, X0
 	VPCMPEQW     Y15, Y15, Y15
 	VPSRLW       $15, Y15, Y15
 	MOVL         $0x0f0f0f0f, AX
@@ -105,34 +90,26 @@ TEXT ·vecDotQ4_0AVX2(SB), NOSPLIT, $0-28
 	MOVL         $0x08080808, AX
 	VMOVD        AX, X13
 	VPBROADCASTD X13, Y13
-	SUBQ         $2, CX
-	JLT          q4tail
 
-q4pair:
+q4loop:
 	BLOCK_SCALE(0(SI), 0(DI), X2, X1, Y1)
 	Q4_0_BYTES(2(SI), X2, Y2, X3, Y14, Y13)
-	VMOVDQU 2(DI), Y3
-	DOT_I8(Y2, Y3, Y15, Y1, Y0)
-	BLOCK_SCALE(18(SI), 34(DI), X5, X4, Y4)
-	Q4_0_BYTES(20(SI), X5, Y5, X6, Y14, Y13)
-	VMOVDQU 36(DI), Y6
-	DOT_I8(Y5, Y6, Y15, Y4, Y8)
-	ADDQ    $36, SI
-	ADDQ    $68, DI
-	SUBQ    $2, CX
-	JGE     q4pair
+	VMOVDQU      2(DI), Y3
+	VPSIGNB      Y2, Y3, Y3
+	VPSIGNB      Y2, Y2, Y2
+	VPMADDUBSW   Y3, Y2, Y2
+	VPMADDWD     Y15, Y2, Y2
+	VEXTRACTI128 $1, Y2, X3
+	VPADDD       X3, X2, X2
+	VPHADDD      X2, X2, X2
+	VPHADDD      X2, X2, X2
+	VCVTDQ2PS    X2, X2
+	VFMADD231SS  X1, X2, X0
+	ADDQ         $18, SI
+	ADDQ         $34, DI
+	DECQ         CX
+	JNZ          q4loop
 
-q4tail:
-	ADDQ $2, CX
-	JZ   q4done
-	BLOCK_SCALE(0(SI), 0(DI), X2, X1, Y1)
-	Q4_0_BYTES(2(SI), X2, Y2, X3, Y14, Y13)
-	VMOVDQU 2(DI), Y3
-	DOT_I8(Y2, Y3, Y15, Y1, Y0)
-
-q4done:
-	VADDPS Y8, Y0, Y0
-	HSUM_Y0
 	VZEROUPPER
 	MOVSS  X0, ret+24(FP)
 	RET

@@ -232,8 +232,8 @@ func TestVecDotMatchesDequantized(t *testing.T) {
 }
 
 // TestVecDotAsmVsGeneric runs each assembly kernel and its pure-Go twin on the
-// same random data. The integer sums are equal; they may differ only by the
-// fused multiply-adds and the float summation order.
+// same random data: both do ggml's operations in ggml's order, so they agree
+// bit for bit.
 func TestVecDotAsmVsGeneric(t *testing.T) {
 	if !quantAsm {
 		t.Skip("no assembly kernels on this CPU or build")
@@ -253,12 +253,9 @@ func TestVecDotAsmVsGeneric(t *testing.T) {
 						mag += math.Abs(float64(wf[i]) * float64(af[i]))
 					}
 					got, want := tr.VecDot(n, w, a), genericVecDots[typ](n, w, a)
-					tol := 1e-6 * mag
-					if typ == BF16 {
-						tol = 0 // no FMA on either side: the same roundings in the same order
-					}
-					if d := math.Abs(float64(got - want)); d > tol {
-						t.Fatalf("n=%d: asm %g, generic %g, differ by %g > %g", n, got, want, d, tol)
+					_ = mag
+					if math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("n=%d: asm %g, generic %g, differ by %g", n, got, want, got-want)
 					}
 				}
 			}
@@ -496,5 +493,79 @@ func TestGarbageWeights(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGemmDotAsmVsGeneric is TestVecDotAsmVsGeneric for the dot products of
+// multi-row products (GemmVecDot), including lengths tinyBLAS leaves to
+// vec_dot.
+func TestGemmDotAsmVsGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	twins := map[DType]func(int, []byte, []byte) float32{
+		F32: gemmDotF32Generic, F16: gemmDotF16Generic, BF16: gemmDotBF16Generic,
+	}
+	for typ, twin := range twins {
+		t.Run(typ.String(), func(t *testing.T) {
+			dot := GemmVecDot(typ)
+			for _, n := range []int{8, 24, 100, 256, 260, 4096} {
+				for range 5 {
+					w, a, _, _ := dotOperands(rng, typ, n)
+					got, want := dot(n, w, a), twin(n, w, a)
+					if math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("n=%d: kernel %g, twin %g", n, got, want)
+					}
+					if n%8 != 0 {
+						if vd := genericVecDots[typ](n, w, a); math.Float32bits(got) != math.Float32bits(vd) {
+							t.Errorf("n=%d: %g, but vec_dot gives %g", n, got, vd)
+						}
+					}
+				}
+			}
+		})
+	}
+	for _, typ := range []DType{Q8_0, Q4_K, Q6_K} {
+		tr, _ := TraitsOf(typ)
+		w, a, _, _ := dotOperands(rng, typ, 512)
+		if got, want := GemmVecDot(typ)(512, w, a), tr.VecDot(512, w, a); got != want {
+			t.Errorf("%v: GemmVecDot %g, VecDot %g", typ, got, want)
+		}
+	}
+	if GemmVecDot(IQ2_XXS) != nil {
+		t.Error("GemmVecDot of a format without traits is not nil")
+	}
+}
+
+// TestDotHalvesRows checks the row-wise products of attention against
+// VecDotHalves and GemmDotHalves one row at a time, for head sizes below,
+// at and past 32, and that rows past the slice panic.
+func TestDotHalvesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, n := range []int{8, 12, 32, 40, 64, 128} {
+		const rows, stride = 9, 150
+		k := make([]uint16, (rows-1)*stride+n)
+		FP32ToFP16Row(randF32(rng, len(k), 2), k)
+		x := make([]uint16, n)
+		FP32ToFP16Row(randF32(rng, n, 2), x)
+		out := make([]float32, rows)
+		for _, gemm := range []bool{false, true} {
+			DotHalvesRows(k, stride, x, out, gemm)
+			for r := range out {
+				want := VecDotHalves(k[r*stride:][:n], x)
+				if gemm {
+					want = GemmDotHalves(k[r*stride:][:n], x)
+				}
+				if math.Float32bits(out[r]) != math.Float32bits(want) {
+					t.Fatalf("n=%d gemm=%v row %d: %g, want %g", n, gemm, r, out[r], want)
+				}
+			}
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("n=%d: rows past the slice did not panic", n)
+				}
+			}()
+			DotHalvesRows(k[:len(k)-1], stride, x, out, false)
+		}()
 	}
 }

@@ -29,9 +29,10 @@ type Rope struct {
 // the angles of position pos.
 //
 // The angles are made as ggml makes them, so that rotations agree with
-// llama.cpp to the last bit or two: Base^(−2/Dims) rounded to float32, and
-// θ_i by repeated float32 multiplication from θ_0 = pos. The cosines and
-// sines are taken in float64 and rounded, as a correctly rounded cosf would.
+// llama.cpp's to the bit: Base^(−2/Dims) rounded to float32 (glibc's powf
+// differs from that for a few rare bases), θ_i by repeated float32
+// multiplication from θ_0 = pos, and their cosines and sines by glibc's
+// cosf and sinf (rope_trig.go).
 func (r Rope) Angles(pos int, cos, sin []float32) {
 	half := r.Dims / 2
 	if r.Dims <= 0 || r.Dims%2 != 0 || len(cos) != half || len(sin) != half {
@@ -56,8 +57,7 @@ func (r Rope) Angles(pos int, cos, sin []float32) {
 			t /= r.FreqFactors[i]
 		}
 		t *= fs
-		s, c := math.Sincos(float64(t))
-		cos[i], sin[i] = float32(c), float32(s)
+		cos[i], sin[i] = cosf(t), sinf(t)
 		theta *= step
 	}
 }
@@ -98,6 +98,10 @@ func (r Rope) check(x []float32, headDim int, cos, sin []float32) {
 	}
 }
 
+// Both rotations round as ggml's compiled rope does: x0·c − x1·s with the
+// first product fused into the subtraction, x0·s + x1·c with the first
+// product fused into the addition.
+
 // ropeNormGo rotates the adjacent pairs (x[2i], x[2i+1]).
 func ropeNormGo(x, cos, sin []float32) {
 	x = x[:2*len(cos)]
@@ -105,8 +109,8 @@ func ropeNormGo(x, cos, sin []float32) {
 	for i, c := range cos {
 		s := sin[i]
 		x0, x1 := x[2*i], x[2*i+1]
-		x[2*i] = x0*c - x1*s
-		x[2*i+1] = x0*s + x1*c
+		x[2*i] = fmaf(x0, c, -float32(x1*s))
+		x[2*i+1] = fmaf(x0, s, float32(x1*c))
 	}
 }
 
@@ -116,7 +120,7 @@ func ropeNeoxGo(x0, x1, cos, sin []float32) {
 	for i, c := range cos {
 		s := sin[i]
 		a, b := x0[i], x1[i]
-		x0[i] = a*c - b*s
-		x1[i] = a*s + b*c
+		x0[i] = fmaf(a, c, -float32(b*s))
+		x1[i] = fmaf(a, s, float32(b*c))
 	}
 }

@@ -97,6 +97,9 @@ func TestRopeApply(t *testing.T) {
 					cs, sn := float64(cos[i]), float64(sin[i])
 					x0, x1 := float64(x[a]), float64(x[b])
 					w0, w1 := x0*cs-x1*sn, x0*sn+x1*cs
+					if math.Float32bits(got[a]) != math.Float32bits(twin[a]) || math.Float32bits(got[b]) != math.Float32bits(twin[b]) {
+						t.Fatalf("head %d pair %d: kernel (%g, %g), twin (%g, %g)", h, i, got[a], got[b], twin[a], twin[b])
+					}
 					for _, v := range [][]float32{got, twin} {
 						if math.Abs(float64(v[a])-w0) > 1e-6 || math.Abs(float64(v[b])-w1) > 1e-6 {
 							t.Fatalf("head %d pair %d: got (%g, %g), want (%g, %g)", h, i, v[a], v[b], w0, w1)

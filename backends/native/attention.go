@@ -6,21 +6,30 @@ import (
 )
 
 // Attention follows the arithmetic of llama.cpp's CPU graph without flash
-// attention, because greedy parity depends on it: with an F16 cache the query
-// is rounded to F16 for the q·k dot products and the softmax weights are
-// rounded to F16 before they multiply the (transposed) values; scores and
-// the softmax itself are float32. kernels.Attention keeps the weights in
-// float32, which moves the logits of the quantized test models by tenths.
+// attention, because greedy parity depends on it:
+//
+//   - with an F16 cache the query is rounded to F16 for the q·k dot products
+//     and the softmax weights are rounded to F16 before they multiply the
+//     (transposed) values; scores and the softmax itself are float32, the
+//     softmax as ggml's (kernels.Softmax);
+//   - llama.cpp attends over a multiple of attnPad cache cells, the extra
+//     ones masked to weight 0, so the value dot products run over the padded
+//     length (the cache is allocated padded, see NewSequence);
+//   - the dot products are ggml's vec_dot for a step of one token and
+//     llamafile's tinyBLAS kernels for the tokens of a step of two or more
+//     (a prompt), as in llama.cpp, where a micro-batch of two or more tokens
+//     goes through tinyBLAS. The two sum in different orders. Unlike
+//     llama.cpp, the choice is made per step, so that a sequence's results
+//     depend neither on the other sequences of a batch nor on how a long
+//     prompt is split over passes.
 
-// attnPad is the granularity of llama.cpp's attention length: it attends
-// over a multiple of 32 cache cells, the extra ones masked to weight 0. The
-// value dot products run over the padded length too, so that their float32
-// sums group the terms as ggml's do.
+// attnPad is the granularity of llama.cpp's attention length (its KV cache
+// padding without flash attention).
 const attnPad = 32
 
 // attnScratch is one worker's scratch, sized for the longest sequence.
 type attnScratch struct {
-	scores []float32 // (max_len)
+	scores []float32 // (max_len rounded up to attnPad)
 	w16    []uint16  // (max_len rounded up to attnPad): weights as F16
 	q16    []uint16  // (head_dim): the query as F16
 }
@@ -42,8 +51,8 @@ func (b *Backend) growAttention(maxLen int) {
 	padded := (maxLen + attnPad - 1) / attnPad * attnPad
 	for i := range b.buf.attn {
 		s := &b.buf.attn[i]
-		if len(s.scores) < maxLen {
-			s.scores = make([]float32, maxLen)
+		if len(s.scores) < padded {
+			s.scores = make([]float32, padded)
 			s.w16 = make([]uint16, padded)
 		}
 		if s.q16 == nil {
@@ -67,34 +76,38 @@ func (j *attnJob) Do(task, worker int) {
 	out := bf.att[(r*heads+h)*hd:][:hd]
 	s := &bf.attn[worker]
 	scores := s.scores[:n]
-	// The value dots run over the padded length when the cache has it; the
-	// padding weights are 0 and the cells past n are zeros or values of this
-	// pass's later tokens (kvcache zeroes what Truncate and Reset forget).
+	// The value dots run over the padded length; the padding weights are 0
+	// and the cells past n hold zeros or values of this pass's later tokens
+	// (kvcache zeroes what Truncate and Reset forget).
 	nv := min((n+attnPad-1)/attnPad*attnPad, maxLen)
+	batched := sg.prompt
 
 	if c.Type() == kvcache.F16 {
 		keys, vals := c.KeysF16(l), c.ValuesF16(l)
 		kernels.FP32ToFP16Row(q, s.q16)
+		kernels.DotHalvesRows(keys[g*hd:], kvRow, s.q16, scores, batched)
 		for t := range scores {
-			scores[t] = kernels.DotF16(s.q16, keys[t*kvRow+g*hd:][:hd]) * b.attnScale
+			scores[t] *= b.attnScale
 		}
 		kernels.Softmax(scores)
 		w := s.w16[:nv]
 		kernels.FP32ToFP16Row(scores, w[:n])
 		clear(w[n:])
-		for d := range out {
-			out[d] = kernels.DotF16(vals[(g*hd+d)*maxLen:][:nv], w)
-		}
+		kernels.DotHalvesRows(vals[g*hd*maxLen:], maxLen, w, out, batched)
 		return
+	}
+	dot := kernels.VecDotFloats
+	if batched {
+		dot = kernels.GemmDotFloats
 	}
 	keys, vals := c.KeysF32(l), c.ValuesF32(l)
 	for t := range scores {
-		scores[t] = kernels.DotF32(q, keys[t*kvRow+g*hd:][:hd]) * b.attnScale
+		scores[t] = dot(keys[t*kvRow+g*hd:][:hd], q) * b.attnScale
 	}
 	kernels.Softmax(scores)
 	w := s.scores[:nv]
 	clear(w[n:])
 	for d := range out {
-		out[d] = kernels.DotF32(vals[(g*hd+d)*maxLen:][:nv], w)
+		out[d] = dot(vals[(g*hd+d)*maxLen:][:nv], w)
 	}
 }

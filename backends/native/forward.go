@@ -15,6 +15,9 @@ type segment struct {
 	n    int // number of tokens
 	row0 int // row of the first token in the pass's buffers
 	pos0 int // position of the first token in the sequence
+	// prompt is set when the step has two or more tokens; their attention
+	// then sums as llama.cpp's does for a micro-batch of several tokens.
+	prompt bool
 }
 
 // outRow is a token of a pass whose outputs a step wants.
@@ -46,7 +49,8 @@ func (b *Backend) Forward(steps []backends.Step) error {
 				rows = 0
 			}
 			n := min(len(st.Tokens)-tok, b.maxBatch-rows)
-			bf.segs = append(bf.segs, segment{seq: s, step: i, tok0: tok, n: n, row0: rows, pos0: len(s.tokens)})
+			bf.segs = append(bf.segs, segment{seq: s, step: i, tok0: tok, n: n, row0: rows, pos0: len(s.tokens),
+				prompt: len(st.Tokens) > 1})
 			switch {
 			case !wants:
 			case st.Outputs == backends.AllTokens:
@@ -172,6 +176,13 @@ func (b *Backend) block(l, n int) {
 	b.linear(&ly.wo, att, n, proj, nil, bf.runs)
 	b.observe("kqv_out", l, proj)
 	kernels.Add(x, x, proj)
+	if l == len(b.w.layers)-1 {
+		// As in llama.cpp, the last feed-forward runs only for the tokens
+		// whose outputs are wanted: nothing else reads it, and a lone
+		// output row then takes the matrix-vector products llama.cpp takes.
+		n = b.keepOutputRows()
+		x, xn, proj = bf.x[:n*dim], bf.xn[:n*dim], bf.proj[:n*dim]
+	}
 	b.observe("ffn_inp", l, x)
 
 	// Feed-forward: x += Wdown·(silu(Wgate·xn) ⊙ Wup·xn)
@@ -182,12 +193,32 @@ func (b *Backend) block(l, n int) {
 	b.linear(&ly.up, xn, n, up, nil, bf.runs)
 	b.observe("ffn_gate", l, gate)
 	b.observe("ffn_up", l, up)
-	kernels.SwiGLU(gate, gate, up)
+	for r := range n { // a row at a time: ggml's silu treats each row's tail apart
+		g := gate[r*cfg.FFN : (r+1)*cfg.FFN]
+		kernels.SwiGLU(g, g, up[r*cfg.FFN:(r+1)*cfg.FFN])
+	}
 	b.observe("ffn_gate_par", l, gate)
 	b.linear(&ly.down, gate, n, proj, nil, bf.runs)
 	b.observe("ffn_out", l, proj)
 	kernels.Add(x, x, proj)
 	b.observe("l_out", l, x)
+}
+
+// keepOutputRows moves the residual rows of the tokens in b.buf.outs to the
+// front of the pass's buffers, in order, points the outputs and the adapter
+// runs at their new rows, and returns their number.
+func (b *Backend) keepOutputRows() int {
+	bf, dim := &b.buf, b.cfg.Dim
+	bf.runs = bf.runs[:0]
+	for i := range bf.outs {
+		o := &bf.outs[i]
+		if o.row != i { // rows only move down: outs are in row order
+			copy(bf.x[i*dim:(i+1)*dim], bf.x[o.row*dim:(o.row+1)*dim])
+		}
+		bf.runs = addRun(bf.runs, bf.segs[bf.rowSeg[o.row]].seq, i, 1)
+		o.row = i
+	}
+	return len(bf.outs)
 }
 
 // linear sets out (n, rows) = x (n, cols) · Wᵀ + bias, plus the update of

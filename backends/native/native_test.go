@@ -309,8 +309,9 @@ func TestModelInfo(t *testing.T) {
 		t.Fatalf("Threads() = %d, want 3", b.Threads())
 	}
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 100})
-	// 4 layers × 4 kv heads × 32 dims × 100 positions × (k + v) × 2 bytes.
-	if want := int64(4 * 4 * 32 * 100 * 2 * 2); s.CacheBytes() != want || s.MaxLen() != 100 {
+	// 4 layers × 4 kv heads × 32 dims × 128 positions (100 padded to a
+	// multiple of attnPad, as llama.cpp pads) × (k + v) × 2 bytes.
+	if want := int64(4 * 4 * 32 * 128 * 2 * 2); s.CacheBytes() != want || s.MaxLen() != 100 {
 		t.Fatalf("CacheBytes() = %d (want %d), MaxLen() = %d", s.CacheBytes(), want, s.MaxLen())
 	}
 }

@@ -23,50 +23,47 @@ type reference struct {
 			Logit   float64 `json:"logit"`
 			Logprob float64 `json:"logprob"`
 		} `json:"top"`
+		Logits []float64 `json:"logits"` // every logit, for some steps
 	} `json:"steps"`
 }
 
 // parityRule is how closely a run must follow llama.cpp's.
 //
-// The random-weight test models are chaotic: a one-ulp difference anywhere
-// (a sum taken in another order, another expf) sooner or later flips the
-// rounding of one quantized activation, and the logits then move by tenths
-// (they span about 40). Runs match llama.cpp to 1e-5 until such a flip, and
-// a plain float64 implementation flips at other steps. So each step's
-// deviation dev (the largest gap between our logit and llama.cpp's over its
-// top 10) is bounded per format, a greedy token may differ from llama.cpp's
-// only at a near tie that dev can flip (top-1/top-2 margin < 2·dev), and
-// the top-5 probabilities must agree within 0.02 wherever dev shows the
-// arithmetic has not flipped.
+// The kernels do the arithmetic of ggml's AVX2 CPU code (the references were
+// made by llama.cpp's AVX2 build) operation for operation, rounding for
+// rounding, so a run matches llama.cpp's logits bit for bit. The one known
+// exception: llama.cpp multiplies F32, F16 and BF16 weights by a prompt of
+// two or more tokens with llamafile's tinyBLAS, which sums in another order
+// than the dot products kernels.MatMul uses (kernels.GemmVecDot has
+// tinyBLAS's); the prompt's keys and values then differ in the last bits
+// and so does every later step, slightly.
+//
+// Every step is teacher-forced (fed llama.cpp's token), must choose
+// llama.cpp's token, and must give logits within maxDev of llama.cpp's (its
+// top 10, or all of them where the reference stores all); the top-5
+// probabilities must then agree within 0.02, as the issue asks.
 type parityRule struct {
-	maxDev   float64 // bound on dev at every step
-	minAgree float64 // fraction of steps whose greedy token must agree
+	maxDev float64 // bound on |our logit − llama.cpp's|; 0: bit for bit
 }
 
 var (
-	ruleFloat = parityRule{maxDev: 0.05, minAgree: 1}   // F32, F16
-	ruleBF16  = parityRule{maxDev: 0.25, minAgree: 1}   // 7-bit mantissa activations
-	ruleQ8    = parityRule{maxDev: 0.5, minAgree: 0.95} // Q8_0
-	ruleLow   = parityRule{maxDev: 1, minAgree: 0.9}    // 2–6-bit formats
+	ruleExact       = parityRule{maxDev: 0}
+	rulePromptOrder = parityRule{maxDev: 0.25} // random weights amplify the last bits
 )
 
 // ruleFor picks the rule of a reference directory such as "mini-llama-Q4_K_M".
 func ruleFor(model string) parityRule {
-	switch {
-	case !strings.HasPrefix(model, "mini-"): // stories260K (F32), llama-2-tiny-random (F16/F32)
-		return ruleFloat
-	case strings.HasSuffix(model, "-F32"), strings.HasSuffix(model, "-F16"):
-		return ruleFloat
-	case strings.HasSuffix(model, "-BF16"):
-		return ruleBF16
-	case strings.HasSuffix(model, "-Q8_0"):
-		return ruleQ8
+	for _, float := range []string{"-F32", "-F16", "-BF16"} {
+		if strings.HasSuffix(model, float) {
+			return rulePromptOrder
+		}
 	}
-	return ruleLow
+	switch model {
+	case "stories260K", "llama-2-tiny-random": // F32 and F16 weights
+		return rulePromptOrder
+	}
+	return ruleExact
 }
-
-// faithfulDev is the deviation below which a step has not flipped.
-const faithfulDev = 0.05
 
 // modelPath finds the GGUF file a reference was made from.
 func modelPath(dir, name string) string {
@@ -80,7 +77,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // TestReferenceParity replays every llama.cpp reference run: the prompt in
 // one batch, then one token per step, always feeding llama.cpp's chosen token
-// so that one flipped near tie does not change the history of later steps.
+// so that the history of every step is llama.cpp's.
 func TestReferenceParity(t *testing.T) {
 	dir := shared.Path(t, "reference")
 	files, err := filepath.Glob(filepath.Join(dir, "*", "*.logits.json"))
@@ -116,43 +113,38 @@ func checkReference(t *testing.T, b *Backend, ref *reference, rule parityRule) {
 	logits := make([]float32, b.Model().VocabSize)
 	probs := make([]float64, len(logits))
 	toks := ref.PromptTokens
-	agree, faithful, worstDev := 0, 0, 0.0
+	worstDev, worstProb := 0.0, 0.0
 	for i, st := range ref.Steps {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
 			t.Fatal(err)
 		}
 		toks = []int{st.Chosen} // teacher forcing
+		// The references print float32 logits with the 9 digits that
+		// identify them: rounded back to float32 they are llama.cpp's bits.
 		dev := 0.0
 		for _, top := range st.Top {
-			dev = max(dev, math.Abs(float64(logits[top.ID])-top.Logit))
+			dev = max(dev, math.Abs(float64(logits[top.ID]-float32(top.Logit))))
+		}
+		for id, l := range st.Logits {
+			dev = max(dev, math.Abs(float64(logits[id]-float32(l))))
 		}
 		worstDev = max(worstDev, dev)
 		if dev > rule.maxDev {
-			t.Errorf("step %d: logits deviate from llama.cpp's by %.3f, more than %.2f", i, dev, rule.maxDev)
+			t.Errorf("step %d: logits deviate from llama.cpp's by %.3g, more than %.3g", i, dev, rule.maxDev)
 		}
-		margin := st.Top[0].Logit - st.Top[1].Logit
-		if got := argmax(logits); got == st.Chosen {
-			agree++
-		} else if margin >= 2*dev {
-			t.Errorf("step %d: chose %d, llama.cpp %d with a margin of %.3f, beyond our deviation %.3f", i, got, st.Chosen, margin, dev)
-		} else {
-			t.Logf("step %d: chose %d, llama.cpp %d: a near tie (margin %.3f, deviation %.3f)", i, got, st.Chosen, margin, dev)
+		if got := argmax(logits); got != st.Chosen {
+			t.Errorf("step %d: chose %d, llama.cpp %d", i, got, st.Chosen)
 		}
-		if dev > faithfulDev {
-			continue
-		}
-		faithful++
 		softmax(logits, probs)
 		for _, top := range st.Top[:5] {
-			if d := math.Abs(probs[top.ID] - math.Exp(top.Logprob)); d > 0.02 {
+			d := math.Abs(probs[top.ID] - math.Exp(top.Logprob))
+			worstProb = max(worstProb, d)
+			if d > 0.02 {
 				t.Errorf("step %d: p(%d) = %.4f, llama.cpp %.4f", i, top.ID, probs[top.ID], math.Exp(top.Logprob))
 			}
 		}
 	}
-	if float64(agree) < rule.minAgree*float64(len(ref.Steps)) {
-		t.Errorf("%d of %d greedy tokens agree with llama.cpp, want %.0f%%", agree, len(ref.Steps), 100*rule.minAgree)
-	}
-	t.Logf("%d/%d tokens agree; largest logit deviation %.3f; %d steps without a flip", agree, len(ref.Steps), worstDev, faithful)
+	t.Logf("%d steps; largest logit deviation %.3g, largest top-5 probability difference %.3g", len(ref.Steps), worstDev, worstProb)
 }
 
 // softmax writes the probabilities of logits at temperature 1 into p.

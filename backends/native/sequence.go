@@ -33,11 +33,13 @@ func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence,
 	if n < 0 || n > b.cfg.ContextLength {
 		return nil, fmt.Errorf("native: sequence length %d is outside 1 … %d, the model's context length", n, b.cfg.ContextLength)
 	}
+	// The cache holds a whole number of attnPad positions, as llama.cpp's
+	// does, so that attention can always run over the padded length.
 	c, err := kvcache.New(kvcache.Options{
 		Layers:  b.cfg.Layers,
 		KVHeads: b.cfg.KVHeads,
 		HeadDim: b.cfg.HeadDim,
-		MaxLen:  n,
+		MaxLen:  (n + attnPad - 1) / attnPad * attnPad,
 		Type:    opts.KV,
 	})
 	if err != nil {
