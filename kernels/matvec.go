@@ -36,7 +36,10 @@ func MatScratchBytes(t DType, cols, n int) int {
 	if rb < 0 {
 		return -1
 	}
-	return n * rb
+	// The blocked kernels (gemm.go) may take more: on any CPU, so that a
+	// buffer sized here fits every build.
+	blocked, _ := blockedScratch(t, cols, n)
+	return max(n*rb, blocked)
 }
 
 // MatVec sets out = W·x for the (rows, cols) matrix W of type t stored in w:
@@ -69,6 +72,10 @@ func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out 
 			t, rows, cols, n, len(w), rows*wRow, len(x), n*cols, len(out), n*rows, len(scratch), need))
 	}
 	if rows == 0 || n == 0 {
+		return
+	}
+	if f := gemmFormatOf(t, cols); f != nil {
+		matMulBlocked(p, f, tr, t, w, rows, cols, x, n, out, scratch)
 		return
 	}
 

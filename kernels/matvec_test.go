@@ -115,9 +115,15 @@ func TestMatScratchBytes(t *testing.T) {
 		want    int
 	}{
 		{F32, 4096, 8, 0},
-		{F16, 64, 2, 2 * 128},
-		{Q8_0, 4096, 1, 4096 / 32 * 34},
-		{Q4_0, 4096, 3, 3 * 4096 / 32 * 34},
+		// The blocked kernels take F16 activations as float32, and Q8_0
+		// activations with float32 block scales and int32 block sums.
+		{F16, 64, 2, 2 * 64 * 4},
+		{Q8_0, 4096, 1, 4096 / 32 * (34 + 8)},
+		{Q8_0, 4096, 9, 9*4096/32*(34+8) + 2*4096/32*288},
+		// Q4_0 also packs tokens in groups (room for 16 tokens, 40 bytes
+		// each a block).
+		{Q4_0, 4096, 3, 3*4096/32*(34+8) + 16*4096/32*40},
+		{Q5_0, 4096, 1, 4096 / 32 * 34},
 		{Q4_K, 4096, 1, Q8_K.RowBytes(4096)},
 		{Q4_0, 33, 1, -1},     // not whole blocks
 		{IQ2_XXS, 256, 1, -1}, // no dot product

@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func gemmGroupVariants(DType) []*gemmFormat { return nil }

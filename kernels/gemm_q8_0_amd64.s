@@ -1,0 +1,257 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Q8_0 weights against Q8_0 activations (34-byte blocks: d f16, 32 int8),
+// several rows or tokens per call, each output rounding exactly as
+// vecDotQ8_0AVX2 does: per block the signed bytes multiply through
+// VPMADDUBSW as |w|·(a·sign w) into 8 int32 lane sums, which become floats
+// and add into the output's own 8-lane accumulator with one fused
+// multiply-add by f32(dw)·f32(da); the lanes are summed at the end as hsum8.
+
+DATA gemmOnes16<>+0(SB)/8, $0x0001000100010001
+DATA gemmOnes16<>+8(SB)/8, $0x0001000100010001
+DATA gemmOnes16<>+16(SB)/8, $0x0001000100010001
+DATA gemmOnes16<>+24(SB)/8, $0x0001000100010001
+GLOBL gemmOnes16<>(SB), RODATA|NOPTR, $32
+
+// HSUM8 sums the 8 lanes of Y into the low float of X as hsum8 does;
+// clobbers Xt.
+#define HSUM8(Y, X, Xt) \
+	VEXTRACTF128 $1, Y, Xt; \
+	VADDPS       Xt, X, X; \
+	VMOVHLPS     X, X, Xt; \
+	VADDPS       Xt, X, X; \
+	VMOVSHDUP    X, Xt; \
+	VADDSS       Xt, X, X
+
+// Q8_ROW adds one weight block (at m: d f16, then 32 int8) times the
+// activations Ya with their scale Yda (8 copies) to Yacc; clobbers Yt (Xt
+// is its low half), Yu.
+#define Q8_ROW(m, Ya, Yda, Xt, Yt, Yu, Yacc) \
+	VMOVDQU      2+m, Yu; \
+	VPSIGNB      Yu, Ya, Yt; \
+	VPABSB       Yu, Yu; \
+	VPMADDUBSW   Yt, Yu, Yu; \
+	VPMADDWD     gemmOnes16<>(SB), Yu, Yu; \
+	VCVTDQ2PS    Yu, Yu; \
+	VPBROADCASTW m, Xt; \
+	VCVTPH2PS    Xt, Yt; \
+	VMULPS       Yda, Yt, Yt; \
+	VFMADD231PS  Yu, Yt, Yacc
+
+// The activations are the blocked kernels' Q8_0 rows (gemm.go): nb blocks,
+// then from a + 34·nb per block its float32 scale and an int32.
+
+// func gemvQ8_0(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
+//
+// out[r] for r < rows: rows of nb blocks at w + r·wStride against the one
+// activation row at a, one row after the other.
+TEXT ·gemvQ8_0(SB), NOSPLIT, $0-48
+	MOVQ w+8(FP), SI
+	MOVQ wStride+16(FP), R8
+	MOVQ out+32(FP), DX
+	MOVQ rows+40(FP), R12
+
+	MOVQ nb+0(FP), AX
+	IMULQ $34, AX
+	MOVQ AX, R13          // offset of the scales
+
+row:
+	MOVQ   nb+0(FP), CX
+	MOVQ   a+24(FP), DI
+	LEAQ   (DI)(R13*1), R10
+	MOVQ   SI, R9
+	VXORPS Y0, Y0, Y0
+
+block:
+	VMOVDQU      2(DI), Y8
+	VBROADCASTSS 0(R10), Y9
+	Q8_ROW(0(R9), Y8, Y9, X10, Y10, Y11, Y0)
+	ADDQ         $34, R9
+	ADDQ         $34, DI
+	ADDQ         $8, R10
+	DECQ         CX
+	JNZ          block
+
+	HSUM8(Y0, X0, X8)
+	VMOVSS X0, 0(DX)
+	ADDQ   $4, DX
+	ADDQ   R8, SI
+	DECQ   R12
+	JNZ    row
+	VZEROUPPER
+	RET
+
+// Q8_PAIR adds the block of token a (at m: d f16, 32 int8; Ya its quants,
+// Yda its scale) times the row with |w| in Yw (its signed quants at wm) and
+// scale Ydw to Yacc; clobbers Yt, Ys.
+#define Q8_PAIR(wm, Yw, Ydw, Ya, Yda, Yt, Ys, Yacc) \
+	VPSIGNB    wm, Ya, Yt; \
+	VPMADDUBSW Yt, Yw, Yt; \
+	VPMADDWD   gemmOnes16<>(SB), Yt, Yt; \
+	VCVTDQ2PS  Yt, Yt; \
+	VMULPS     Yda, Ydw, Ys; \
+	VFMADD231PS Yt, Ys, Yacc
+
+// Q8_TOKEN runs one token's block (at m, its scale at sm) against both
+// rows of the tile.
+#define Q8_TOKEN(m, sm, acc0, acc1) \
+	VMOVDQU      2+m, Y12; \
+	VBROADCASTSS sm, Y13; \
+	Q8_PAIR(2(SI)(BX*1), Y8, Y10, Y12, Y13, Y14, Y15, acc0); \
+	Q8_PAIR(2(R9)(BX*1), Y9, Y11, Y12, Y13, Y14, Y15, acc1)
+
+// func gemmQ8_0x2x4(nb int, w *byte, wStride int, a *byte, aStride int, out *float32, outStride int)
+//
+// The tile of 2 rows (w, w + wStride) by 4 tokens (a + t·aStride):
+// out[t·outStride + r].
+TEXT ·gemmQ8_0x2x4(SB), NOSPLIT, $0-56
+	MOVQ   nb+0(FP), CX
+	MOVQ   w+8(FP), SI
+	MOVQ   wStride+16(FP), R9
+	ADDQ   SI, R9
+	MOVQ   a+24(FP), DI
+	MOVQ   aStride+32(FP), R8
+	LEAQ   (DI)(R8*2), R10      // token 2
+	MOVQ   CX, R11
+	IMULQ  $34, R11
+	ADDQ   DI, R11              // the scales of token 0; of token t at R11 + t·aStride
+	LEAQ   (R11)(R8*1), R12
+	LEAQ   (R11)(R8*2), R13
+	LEAQ   (R12)(R8*2), R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   BX, BX               // byte offset of the block in rows and tokens
+
+tblock:
+	VPABSB       2(SI)(BX*1), Y8
+	VPABSB       2(R9)(BX*1), Y9
+	VPBROADCASTW 0(SI)(BX*1), X10
+	VCVTPH2PS    X10, Y10
+	VPBROADCASTW 0(R9)(BX*1), X11
+	VCVTPH2PS    X11, Y11
+	Q8_TOKEN(0(DI)(BX*1), 0(R11), Y0, Y1)
+	LEAQ         (DI)(R8*1), AX
+	Q8_TOKEN(0(AX)(BX*1), 0(R12), Y2, Y3)
+	Q8_TOKEN(0(R10)(BX*1), 0(R13), Y4, Y5)
+	LEAQ         (R10)(R8*1), AX
+	Q8_TOKEN(0(AX)(BX*1), 0(R14), Y6, Y7)
+	ADDQ         $34, BX
+	ADDQ         $8, R11
+	ADDQ         $8, R12
+	ADDQ         $8, R13
+	ADDQ         $8, R14
+	DECQ         CX
+	JNZ          tblock
+
+	MOVQ   out+40(FP), DX
+	MOVQ   outStride+48(FP), R8
+	SHLQ   $2, R8
+	HSUM8(Y0, X0, X8)
+	HSUM8(Y1, X1, X8)
+	VMOVSS X0, 0(DX)
+	VMOVSS X1, 4(DX)
+	ADDQ   R8, DX
+	HSUM8(Y2, X2, X8)
+	HSUM8(Y3, X3, X8)
+	VMOVSS X2, 0(DX)
+	VMOVSS X3, 4(DX)
+	ADDQ   R8, DX
+	HSUM8(Y4, X4, X8)
+	HSUM8(Y5, X5, X8)
+	VMOVSS X4, 0(DX)
+	VMOVSS X5, 4(DX)
+	ADDQ   R8, DX
+	HSUM8(Y6, X6, X8)
+	HSUM8(Y7, X7, X8)
+	VMOVSS X6, 0(DX)
+	VMOVSS X7, 4(DX)
+	VZEROUPPER
+	RET
+
+// The token-group kernel takes the activations of 8 tokens packed per block
+// (gemm.go), 288 bytes a block: for each 4-byte lane m of the block a
+// 32-byte slot holding that lane's quants of the 8 tokens, then the tokens'
+// da as float32. A weight lane broadcast to all 8 token lanes then yields in
+// one register the lane-m integer sums of all 8 outputs, which the kernel
+// keeps in 8 accumulators (one per lane m, tokens across), so each output
+// still has its own 8 lane accumulators, rounded exactly as vecDotQ8_0's,
+// and hsum8 becomes adds of whole registers.
+
+// Q8_G_LANE adds lane m of one weight block (its 4 quants at wm) against
+// the group's slot at am, scaled by Y8, to Yacc. Clobbers Y9, Y10.
+#define Q8_G_LANE(wm, am, Yacc) \
+	VPBROADCASTD wm, Y9; \
+	VMOVDQU      am, Y10; \
+	VPSIGNB      Y9, Y10, Y10; \
+	VPABSB       Y9, Y9; \
+	VPMADDUBSW   Y10, Y9, Y9; \
+	VPMADDWD     gemmOnes16<>(SB), Y9, Y9; \
+	VCVTDQ2PS    Y9, Y9; \
+	VFMADD231PS  Y9, Y8, Yacc
+
+// func gemmQ8_0x1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
+//
+// One row (w) by the packed group of 8 tokens at a: out[t·outStride] for
+// the first nt tokens.
+TEXT ·gemmQ8_0x1x8(SB), NOSPLIT, $32-56
+	MOVQ   nb+0(FP), CX
+	MOVQ   w+8(FP), SI
+	MOVQ   a+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+g8block:
+	VPBROADCASTW 0(SI), X8
+	VCVTPH2PS    X8, Y8
+	VMULPS       256(DI), Y8, Y8
+	Q8_G_LANE(2(SI), 0(DI), Y0)
+	Q8_G_LANE(6(SI), 32(DI), Y1)
+	Q8_G_LANE(10(SI), 64(DI), Y2)
+	Q8_G_LANE(14(SI), 96(DI), Y3)
+	Q8_G_LANE(18(SI), 128(DI), Y4)
+	Q8_G_LANE(22(SI), 160(DI), Y5)
+	Q8_G_LANE(26(SI), 192(DI), Y6)
+	Q8_G_LANE(30(SI), 224(DI), Y7)
+	ADDQ $34, SI
+	ADDQ $288, DI
+	DECQ CX
+	JNZ  g8block
+
+	// hsum8 of every token: (l0+l4 + l2+l6) + (l1+l5 + l3+l7).
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	VADDPS  Y2, Y0, Y0
+	VADDPS  Y3, Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, 0(SP)
+	MOVQ    out+32(FP), DX
+	MOVQ    outStride+40(FP), R8
+	SHLQ    $2, R8
+	MOVQ    nt+48(FP), CX
+	XORQ    BX, BX
+
+g8store:
+	MOVL 0(SP)(BX*4), AX
+	MOVL AX, 0(DX)
+	ADDQ R8, DX
+	INCQ BX
+	CMPQ BX, CX
+	JLT  g8store
+	VZEROUPPER
+	RET
