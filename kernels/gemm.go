@@ -45,7 +45,7 @@ type gemmFormat struct {
 
 	// gemm, if set, runs two or more tokens in tiles of tileR rows by tileT
 	// tokens (activations one row per token); rows and tokens past the last
-	// whole tile go to VecDot and gemv.
+	// whole tile go to gemv.
 	gemm         gemmKernel
 	tileR, tileT int
 
@@ -79,6 +79,7 @@ var (
 	q8Groups8   = groupLayout{tokens: 8, blockBytes: 288, rows: true}
 	q8Groups16  = groupLayout{tokens: 16, blockBytes: 576, rows: true}
 	f16Groups2  = groupLayout{tokens: 2, blockBytes: 256}
+	q4kGroups16 = groupLayout{tokens: 16, blockBytes: 4416, rows: true}
 	groupsBound = 16 // the largest Q4_0 and Q8_0 group, for MatScratchBytes
 )
 
@@ -92,6 +93,8 @@ func groupBytesPerToken(t DType) int {
 		return 36
 	case F16:
 		return 128
+	case Q4_K, Q6_K:
+		return 276
 	}
 	return 0
 }
@@ -132,6 +135,8 @@ func blockedActRowBytes(t DType, cols int) int {
 		}
 	case F16:
 		return 4 * cols
+	case Q4_K, Q6_K:
+		return Q8_K.RowBytes(cols)
 	}
 	return 0
 }
@@ -177,12 +182,10 @@ const (
 // gemmJob runs the blocked kernels over one chunk of rows × tokens per task.
 type gemmJob struct {
 	f          *gemmFormat
-	vecDot     func(n int, w, a []byte) float32 // for rows past the last whole tile
 	w          []byte
 	wRow       int
 	a          []byte // activation rows
 	aRow       int    // bytes per token in a
-	aDot       int    // bytes of the VecDotType row at the start of each
 	groups     []byte // token groups, when the format's group kernels run
 	gTokens    int    // tokens per group
 	gBytes     int    // bytes per group
@@ -244,7 +247,7 @@ func (j *gemmJob) doGroups(r0, r1, t0, t1 int) {
 }
 
 // doTiles runs rows [r0, r1) by tokens [t0, t1) in gemm tiles, the rest by
-// VecDot and gemv.
+// gemv.
 func (j *gemmJob) doTiles(r0, r1, t0, t1 int) {
 	f, nb := j.f, j.cols/j.f.blockSize
 	tEnd := t0 + (t1-t0)/f.tileT*f.tileT
@@ -254,11 +257,8 @@ func (j *gemmJob) doTiles(r0, r1, t0, t1 int) {
 			f.gemm(nb, &j.w[r*j.wRow], j.wRow, &j.a[t*j.aRow], j.aRow, &j.out[t*j.rows+r], j.rows)
 		}
 	}
-	for r := rEnd; r < r1; r++ {
-		wr := j.w[r*j.wRow : (r+1)*j.wRow]
-		for t := t0; t < tEnd; t++ {
-			j.out[t*j.rows+r] = j.vecDot(j.cols, wr, j.a[t*j.aRow:t*j.aRow+j.aDot])
-		}
+	if rEnd < r1 {
+		j.doGemv(rEnd, r1, t0, tEnd)
 	}
 	j.doGemv(r0, r1, tEnd, t1)
 }
@@ -390,11 +390,36 @@ func (q *prepJob) Do(task, _ int) {
 		}
 	default:
 		a := q.a[task*q.aRow : (task+1)*q.aRow]
-		if q.at == Q8_K {
-			quantRowQ8_K(x, a)
+		if q.at != Q8_K {
+			QuantizeActivations(q.at, x, a)
 			return
 		}
-		QuantizeActivations(q.at, x, a)
+		quantRowQ8_K(x, a)
+		if g != nil {
+			packQ8KGroup(g, p, a)
+		}
+	}
+}
+
+// packQ8KGroup puts token p's Q8_K row into the Q4_K and Q6_K group g (16
+// tokens; the layout is described in gemm_vnni_amd64.s).
+func packQ8KGroup(g []byte, p int, row []byte) {
+	for b := range len(row) / bytesQ8_K {
+		blk, gb := row[b*bytesQ8_K:(b+1)*bytesQ8_K], g[4416*b:4416*(b+1)]
+		for j := range 8 {
+			for m := range 8 {
+				o := 64*(8*j+m) + 4*p
+				copy(gb[o:o+4], blk[4+32*j+4*m:8+32*j+4*m])
+			}
+		}
+		copy(gb[4096+4*p:4100+4*p], blk[0:4])
+		for i := range 4 {
+			// P(j) = the sums of sub-block j's two 16s.
+			p0 := int16(le.Uint16(blk[260+8*i:])) + int16(le.Uint16(blk[262+8*i:]))
+			p1 := int16(le.Uint16(blk[264+8*i:])) + int16(le.Uint16(blk[266+8*i:]))
+			le.PutUint16(gb[4160+64*i+4*p:], uint16(p0))
+			le.PutUint16(gb[4162+64*i+4*p:], uint16(p1))
+		}
 	}
 }
 
@@ -448,9 +473,9 @@ func matMulBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, 
 		aRow = tr.VecDotType.RowBytes(cols)
 	}
 	j := gemmJob{
-		f: f, vecDot: tr.VecDot,
+		f: f,
 		w: w, wRow: t.RowBytes(cols),
-		aRow: aRow, aDot: tr.VecDotType.RowBytes(cols),
+		aRow: aRow,
 		rows: rows, cols: cols, n: n,
 		out: out,
 	}

@@ -10,9 +10,9 @@
 // Each output rounds as vecDotQ4_0: per block the exact integer
 // Σ (q-8)·a, here Σ q·a - 8·Σa, becomes a float that is added into the
 // output's single float sum with one fused multiply-add by f32(dw)·da, block
-// after block. The integer sums of several blocks or outputs are gathered
-// into the lanes of one register by VPHADDD trees, so that the float work is
-// done 8 at a time.
+// after block. The mat-vec gathers the integer sums of 8 blocks into the
+// lanes of one register (a VPHADDW tree), so that the float work is done 8
+// at a time; the token-group kernel has one token per lane.
 
 DATA q4Ones16<>+0(SB)/8, $0x0001000100010001
 DATA q4Ones16<>+8(SB)/8, $0x0001000100010001
@@ -295,99 +295,6 @@ done:
 	ADDQ   wStride+16(FP), R14
 	DECQ   rows+40(FP)
 	JNZ    row
-	VZEROUPPER
-	RET
-
-// Q4_TOKEN sets Yh to the int16 sums of 2 pairs of both tile rows
-// (nibbles in Y8, Y9) against the token's activation quants at am: row 0 in
-// words 0-3 of each lane, row 1 in words 4-7. Clobbers Y1, Y2.
-#define Q4_TOKEN(am, Yh) \
-	VPMADDUBSW am, Y8, Y1; \
-	VPMADDUBSW am, Y9, Y2; \
-	VPHADDW    Y2, Y1, Yh
-
-// Q4_NIBBLES expands the weight block's nibbles at wm into 32 bytes in Yu.
-#define Q4_NIBBLES(wm, Yu) \
-	VBROADCASTI128 wm, Yu; \
-	VPSRLVD        Y14, Yu, Yu; \
-	VPAND          Y15, Yu, Yu
-
-// func gemmQ4_0x2x4(nb int, w *byte, wStride int, a *byte, aStride int, out *float32, outStride int)
-//
-// The tile of 2 rows by 4 tokens. Y0 holds the 8 sums, lane 2t+r for row r
-// and token t; per block a VPHADDW tree puts the 8 integer sums in the same
-// lanes.
-TEXT ·gemmQ4_0x2x4(SB), NOSPLIT, $0-56
-	Q4_CONSTANTS
-	MOVQ   nb+0(FP), CX
-	MOVQ   w+8(FP), SI
-	MOVQ   wStride+16(FP), R9
-	ADDQ   SI, R9
-	MOVQ   a+24(FP), DI
-	MOVQ   aStride+32(FP), R8
-	LEAQ   (DI)(R8*2), R10
-	ADDQ   R8, R10              // token 3
-	MOVQ   CX, R11
-	IMULQ  $34, R11
-	ADDQ   DI, R11              // side table of token 0; token t at R11 + t·aStride
-	LEAQ   (R11)(R8*2), R12
-	ADDQ   R8, R12              // side table of token 3
-	VXORPS Y0, Y0, Y0
-
-tblock:
-	Q4_NIBBLES(2(SI), Y8)
-	Q4_NIBBLES(2(R9), Y9)
-	Q4_TOKEN(2(DI), Y3)
-	Q4_TOKEN(2(DI)(R8*1), Y4)
-	VPHADDW Y4, Y3, Y3
-	Q4_TOKEN(2(DI)(R8*2), Y4)
-	Q4_TOKEN(2(R10), Y5)
-	VPHADDW Y5, Y4, Y4
-	VPHADDW Y4, Y3, Y5          // sums of 8 pairs: word 2t+r of each lane
-	Q4_WIDEN(Y5, X5, Y6, X6)
-
-	// (da, 8·Σa) of the 4 tokens: Y6 = [t0 t1 | t2 t3].
-	VMOVQ       0(R11), X6
-	VPINSRQ     $1, 0(R11)(R8*1), X6, X6
-	VMOVQ       0(R11)(R8*2), X7
-	VPINSRQ     $1, 0(R12), X7, X7
-	VINSERTI128 $1, X7, Y6, Y6
-	VSHUFPS     $0xf5, Y6, Y6, Y7   // 8·Σa of lane 2t+r
-	VSHUFPS     $0xa0, Y6, Y6, Y6   // da of lane 2t+r
-	VPSUBD      Y7, Y5, Y5
-	VCVTDQ2PS   Y5, Y5
-
-	// dw of lane 2t+r: the two rows' halves, repeated.
-	MOVWLZX      0(SI), AX
-	MOVWLZX      0(R9), BX
-	SHLL         $16, BX
-	ORL          BX, AX
-	VMOVD        AX, X7
-	VPBROADCASTD X7, X7
-	VCVTPH2PS    X7, Y7
-	VMULPS       Y6, Y7, Y7
-	VFMADD231PS  Y5, Y7, Y0
-
-	ADDQ $18, SI
-	ADDQ $18, R9
-	ADDQ $34, DI
-	ADDQ $34, R10
-	ADDQ $8, R11
-	ADDQ $8, R12
-	DECQ CX
-	JNZ  tblock
-
-	MOVQ         out+40(FP), DX
-	MOVQ         outStride+48(FP), R8
-	SHLQ         $2, R8
-	VMOVQ        X0, 0(DX)
-	ADDQ         R8, DX
-	VPEXTRQ      $1, X0, 0(DX)
-	ADDQ         R8, DX
-	VEXTRACTF128 $1, Y0, X1
-	VMOVQ        X1, 0(DX)
-	ADDQ         R8, DX
-	VPEXTRQ      $1, X1, 0(DX)
 	VZEROUPPER
 	RET
 

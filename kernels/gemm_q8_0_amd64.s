@@ -3,7 +3,7 @@
 #include "textflag.h"
 
 // Q8_0 weights against Q8_0 activations (34-byte blocks: d f16, 32 int8),
-// several rows or tokens per call, each output rounding exactly as
+// many rows or tokens per call, each output rounding exactly as
 // vecDotQ8_0AVX2 does: per block the signed bytes multiply through
 // VPMADDUBSW as |w|·(a·sign w) into 8 int32 lane sums, which become floats
 // and add into the output's own 8-lane accumulator with one fused
@@ -80,99 +80,6 @@ block:
 	ADDQ   R8, SI
 	DECQ   R12
 	JNZ    row
-	VZEROUPPER
-	RET
-
-// Q8_PAIR adds the block of token a (at m: d f16, 32 int8; Ya its quants,
-// Yda its scale) times the row with |w| in Yw (its signed quants at wm) and
-// scale Ydw to Yacc; clobbers Yt, Ys.
-#define Q8_PAIR(wm, Yw, Ydw, Ya, Yda, Yt, Ys, Yacc) \
-	VPSIGNB    wm, Ya, Yt; \
-	VPMADDUBSW Yt, Yw, Yt; \
-	VPMADDWD   gemmOnes16<>(SB), Yt, Yt; \
-	VCVTDQ2PS  Yt, Yt; \
-	VMULPS     Yda, Ydw, Ys; \
-	VFMADD231PS Yt, Ys, Yacc
-
-// Q8_TOKEN runs one token's block (at m, its scale at sm) against both
-// rows of the tile.
-#define Q8_TOKEN(m, sm, acc0, acc1) \
-	VMOVDQU      2+m, Y12; \
-	VBROADCASTSS sm, Y13; \
-	Q8_PAIR(2(SI)(BX*1), Y8, Y10, Y12, Y13, Y14, Y15, acc0); \
-	Q8_PAIR(2(R9)(BX*1), Y9, Y11, Y12, Y13, Y14, Y15, acc1)
-
-// func gemmQ8_0x2x4(nb int, w *byte, wStride int, a *byte, aStride int, out *float32, outStride int)
-//
-// The tile of 2 rows (w, w + wStride) by 4 tokens (a + t·aStride):
-// out[t·outStride + r].
-TEXT ·gemmQ8_0x2x4(SB), NOSPLIT, $0-56
-	MOVQ   nb+0(FP), CX
-	MOVQ   w+8(FP), SI
-	MOVQ   wStride+16(FP), R9
-	ADDQ   SI, R9
-	MOVQ   a+24(FP), DI
-	MOVQ   aStride+32(FP), R8
-	LEAQ   (DI)(R8*2), R10      // token 2
-	MOVQ   CX, R11
-	IMULQ  $34, R11
-	ADDQ   DI, R11              // the scales of token 0; of token t at R11 + t·aStride
-	LEAQ   (R11)(R8*1), R12
-	LEAQ   (R11)(R8*2), R13
-	LEAQ   (R12)(R8*2), R14
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	XORQ   BX, BX               // byte offset of the block in rows and tokens
-
-tblock:
-	VPABSB       2(SI)(BX*1), Y8
-	VPABSB       2(R9)(BX*1), Y9
-	VPBROADCASTW 0(SI)(BX*1), X10
-	VCVTPH2PS    X10, Y10
-	VPBROADCASTW 0(R9)(BX*1), X11
-	VCVTPH2PS    X11, Y11
-	Q8_TOKEN(0(DI)(BX*1), 0(R11), Y0, Y1)
-	LEAQ         (DI)(R8*1), AX
-	Q8_TOKEN(0(AX)(BX*1), 0(R12), Y2, Y3)
-	Q8_TOKEN(0(R10)(BX*1), 0(R13), Y4, Y5)
-	LEAQ         (R10)(R8*1), AX
-	Q8_TOKEN(0(AX)(BX*1), 0(R14), Y6, Y7)
-	ADDQ         $34, BX
-	ADDQ         $8, R11
-	ADDQ         $8, R12
-	ADDQ         $8, R13
-	ADDQ         $8, R14
-	DECQ         CX
-	JNZ          tblock
-
-	MOVQ   out+40(FP), DX
-	MOVQ   outStride+48(FP), R8
-	SHLQ   $2, R8
-	HSUM8(Y0, X0, X8)
-	HSUM8(Y1, X1, X8)
-	VMOVSS X0, 0(DX)
-	VMOVSS X1, 4(DX)
-	ADDQ   R8, DX
-	HSUM8(Y2, X2, X8)
-	HSUM8(Y3, X3, X8)
-	VMOVSS X2, 0(DX)
-	VMOVSS X3, 4(DX)
-	ADDQ   R8, DX
-	HSUM8(Y4, X4, X8)
-	HSUM8(Y5, X5, X8)
-	VMOVSS X4, 0(DX)
-	VMOVSS X5, 4(DX)
-	ADDQ   R8, DX
-	HSUM8(Y6, X6, X8)
-	HSUM8(Y7, X7, X8)
-	VMOVSS X6, 0(DX)
-	VMOVSS X7, 4(DX)
 	VZEROUPPER
 	RET
 

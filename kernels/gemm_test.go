@@ -133,9 +133,9 @@ func TestGemmKernelsMatchGeneric(t *testing.T) {
 	}
 }
 
-// TestMatMulBlockedMatchesVecDot checks the blocked MatMul (tiles, gemv
-// groups, leftover rows and tokens, several chunks) against one VecDot per
-// output.
+// TestMatMulBlockedMatchesVecDot checks the blocked MatMul (tiles, token
+// groups, gemv, leftover rows and tokens, several chunks) against the pure-Go
+// VecDot of every output, to the bit.
 func TestMatMulBlockedMatchesVecDot(t *testing.T) {
 	r := rand.New(rand.NewPCG(43, 44))
 	p := NewPool(2)
@@ -177,7 +177,7 @@ func TestMatMulBlockedMatchesVecDot(t *testing.T) {
 					for tok := range c.n {
 						QuantizeActivations(tr.VecDotType, x[tok*cols:(tok+1)*cols], act)
 						for i := range c.rows {
-							want := tr.VecDot(cols, w[i*ws:(i+1)*ws], act)
+							want := genericVecDots[dt](cols, w[i*ws:(i+1)*ws], act)
 							if got := out[tok*c.rows+i]; math.Float32bits(got) != math.Float32bits(want) {
 								t.Fatalf("row %d token %d: %g, VecDot %g", i, tok, got, want)
 							}

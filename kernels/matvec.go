@@ -10,11 +10,17 @@ import (
 // once to the format's VecDotType, then every output is one VecDot of a weight
 // row against an activation row. Weights are (rows, cols) row-major, each row
 // RowBytes(cols) bytes, as a GGUF tensor of ne = [cols, rows] is stored.
+//
+// For the formats with blocked kernels (gemm.go: F16, Q8_0, Q4_0, Q4_K,
+// Q6_K on amd64) the same outputs, to the bit, come from kernels that run
+// many rows per call (mat-vec) or several tokens per weight block
+// (mat-mul); the rest take the path below, one VecDot per output.
 
-// Work split of MatMul: a task is a block of matRowBlock weight rows against
-// a block of matTokBlock tokens. Within a task each weight row is read once
-// from memory and reused from cache for every token of the block; 16 rows of
-// float32 outputs fill a cache line, so workers do not write the same line.
+// Work split of the VecDot path: a task is a block of matRowBlock weight
+// rows against a block of matTokBlock tokens. Within a task each weight row
+// is read once from memory and reused from cache for every token of the
+// block; 16 rows of float32 outputs fill a cache line, so workers do not
+// write the same line.
 const (
 	matRowBlock = 16
 	matTokBlock = 32
@@ -54,8 +60,9 @@ func MatVec(p *Pool, t DType, w []byte, rows, cols int, x, out []float32, scratc
 // out[j·rows + r] = Σ_c W[r,c]·x[j·cols + c]. All n activation rows are
 // quantized once into scratch (MatScratchBytes(t, cols, n) bytes); then each
 // worker takes a block of weight rows and runs it against a block of tokens,
-// so that a weight row is read from memory once per block of tokens. It does
-// not allocate. Wrong sizes panic.
+// so that a weight row is read from memory once per block of tokens. Every
+// out[j·rows + r] equals VecDot of row r and token j's quantized activations.
+// It does not allocate. Wrong sizes panic.
 func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
 	tr, ok := TraitsOf(t)
 	if !ok {
