@@ -42,6 +42,9 @@ type gemmFormat struct {
 
 	gemv  gemvKernel
 	gemv2 gemv2Kernel // nil: gemv only
+	// gemvTiles, if set, is the gemv for the activation rows of two or more
+	// tokens, where they differ from a single token's (F16).
+	gemvTiles gemvKernel
 
 	// gemm, if set, runs two or more tokens in tiles of tileR rows by tileT
 	// tokens (activations one row per token); rows and tokens past the last
@@ -119,22 +122,26 @@ func gemmFormatOf(t DType, cols int) *gemmFormat {
 // The activations of the blocked kernels, one row per token: for Q8_0 and
 // Q4_0 weights the Q8_0 row, then per block its scale as float32 and 8
 // times the sum of its quants as int32 (the Q4_0 kernels multiply the
-// unsigned nibbles and subtract the 8 afterwards); for F16 weights the
-// activations rounded to half precision, as float32; for the rest the
-// VecDotType row as it is. After the rows (or instead, for F16), with two
-// or more tokens, the token groups of the format's group kernels.
+// unsigned nibbles and subtract the 8 afterwards); for F16 weights and two
+// or more tokens the activations rounded to half precision, as float32 (the
+// AVX2 tiles use them as they are; a single token keeps the halves, which
+// gemv streams faster next to the weights); for the rest the VecDotType row
+// as it is. After the rows (or instead, for F16), with two or more tokens,
+// the token groups of the format's group kernels.
 
 // blockedActRowBytes is the bytes per token of the blocked kernels'
-// activation rows for weights of type t, or 0 where they are the VecDotType
-// row.
-func blockedActRowBytes(t DType, cols int) int {
+// activation rows for n tokens against weights of type t, or 0 where they
+// are the VecDotType row.
+func blockedActRowBytes(t DType, cols, n int) int {
 	switch t {
 	case Q8_0, Q4_0:
 		if cols%QK == 0 {
 			return Q8_0.RowBytes(cols) + cols/QK*8
 		}
 	case F16:
-		return 4 * cols
+		if n > 1 {
+			return 4 * cols
+		}
 	case Q4_K, Q6_K:
 		return Q8_K.RowBytes(cols)
 	}
@@ -154,7 +161,7 @@ func groupBlockSize(t DType) int {
 // token groups start in it (-1: none); 0 when the format takes the
 // VecDotType rows as they are.
 func blockedScratch(t DType, cols, n int) (need, groupsAt int) {
-	rb := blockedActRowBytes(t, cols)
+	rb := blockedActRowBytes(t, cols, n)
 	if rb == 0 {
 		return 0, -1
 	}
@@ -182,6 +189,7 @@ const (
 // gemmJob runs the blocked kernels over one chunk of rows × tokens per task.
 type gemmJob struct {
 	f          *gemmFormat
+	gemv       gemvKernel
 	w          []byte
 	wRow       int
 	a          []byte // activation rows
@@ -274,7 +282,7 @@ func (j *gemmJob) doGemv(r0, r1, t0, t1 int) {
 			r += 2 * h
 		}
 		if r < r1 {
-			f.gemv(nb, &j.w[r*j.wRow], j.wRow, a, &out[r], r1-r)
+			j.gemv(nb, &j.w[r*j.wRow], j.wRow, a, &out[r], r1-r)
 		}
 	}
 }
@@ -369,6 +377,10 @@ func (q *prepJob) Do(task, _ int) {
 			packQ8Group(q.wt, q.gTokens, g, p, a[:qr], side)
 		}
 	case F16:
+		if q.aRow == 2*q.cols { // a single token: the halves as they are
+			QuantizeActivations(F16, x, q.a[task*q.aRow:(task+1)*q.aRow])
+			return
+		}
 		// Round through half precision a stretch at a time (the row
 		// converters are vectorised; the buffer lives on the stack).
 		var h [256]uint16
@@ -468,16 +480,19 @@ func packQ8Group(wt DType, tokens int, g []byte, p int, row, side []byte) {
 // matMulBlocked is MatMul with the blocked kernels of f; the sizes have been
 // checked.
 func matMulBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
-	aRow := blockedActRowBytes(t, cols)
+	aRow := blockedActRowBytes(t, cols, n)
 	if aRow == 0 {
 		aRow = tr.VecDotType.RowBytes(cols)
 	}
 	j := gemmJob{
-		f: f,
+		f: f, gemv: f.gemv,
 		w: w, wRow: t.RowBytes(cols),
 		aRow: aRow,
 		rows: rows, cols: cols, n: n,
 		out: out,
+	}
+	if n > 1 && f.gemvTiles != nil {
+		j.gemv = f.gemvTiles
 	}
 	q := prepJob{wt: t, at: tr.VecDotType, x: x, cols: cols, aRow: aRow}
 	_, groupsAt := blockedScratch(t, cols, n)

@@ -21,7 +21,7 @@ func init() {
 		return
 	}
 	// F16 "blocks" are the 32-element steps of vecDotF16AVX2.
-	f16 := &gemmFormat{blockSize: 32, gemv: gemvF16, gemm: gemmF16x1x3, tileR: 1, tileT: 3}
+	f16 := &gemmFormat{blockSize: 32, gemv: gemvF16h, gemvTiles: gemvF16, gemm: gemmF16x1x3, tileR: 1, tileT: 3}
 	q4 := &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
 		group: gemmQ4_0x4x8, groupR: 4, layout: q4Groups8}
 	q8 := &gemmFormat{blockSize: QK, gemv: gemvQ8_0,
@@ -95,6 +95,9 @@ func gemvQ4_K(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
 
 //go:noescape
 func gemvQ6_K(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
+
+//go:noescape
+func gemvF16h(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
 
 //go:noescape
 func gemvF16(nb int, w *byte, wStride int, a *byte, out *float32, rows int)

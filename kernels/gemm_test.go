@@ -20,7 +20,7 @@ func gemmOperands(r *rand.Rand, t DType, rows, cols, wPad, toks, aPad int) (w []
 	for i := range rows {
 		tr.QuantizeRow(randomRow(r, cols), w[i*wStride:i*wStride+t.RowBytes(cols)])
 	}
-	aRow := blockedActRowBytes(t, cols)
+	aRow := blockedActRowBytes(t, cols, toks)
 	if aRow == 0 {
 		aRow = tr.VecDotType.RowBytes(cols)
 	}
@@ -39,7 +39,7 @@ func gemmOperands(r *rand.Rand, t DType, rows, cols, wPad, toks, aPad int) (w []
 func dotActs(t DType, cols int, a []byte, aStride, tok int) []byte {
 	tr, _ := TraitsOf(t)
 	row := a[tok*aStride : (tok+1)*aStride]
-	if t != F16 {
+	if t != F16 || len(row) < 4*cols { // F16 rows of one token are halves
 		return row[:tr.VecDotType.RowBytes(cols)]
 	}
 	h := make([]byte, 2*cols)
@@ -81,6 +81,20 @@ func TestGemmKernelsMatchGeneric(t *testing.T) {
 					t.Fatalf("wrote past the last row")
 				}
 			})
+			if f.gemvTiles != nil {
+				t.Run(fmt.Sprintf("%v/gemvTiles/cols=%d", dt, cols), func(t *testing.T) {
+					const rows = 5
+					w, ws, a, as := gemmOperands(r, dt, rows, cols, 6, 2, 0)
+					out := make([]float32, rows)
+					f.gemvTiles(cols/f.blockSize, &w[0], ws, &a[as], &out[0], rows)
+					for i := range rows {
+						want := generic(cols, w[i*ws:(i+1)*ws], dotActs(dt, cols, a, as, 1))
+						if math.Float32bits(out[i]) != math.Float32bits(want) {
+							t.Fatalf("row %d: %g, generic %g", i, out[i], want)
+						}
+					}
+				})
+			}
 			if f.gemv2 != nil {
 				t.Run(fmt.Sprintf("%v/gemv2/cols=%d", dt, cols), func(t *testing.T) {
 					const rows = 3 // per stream
@@ -365,5 +379,30 @@ func TestQuantRowQ8_K(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMatMulBlockedDoesNotAllocate: the blocked path (activation prep, token
+// groups, kernels) allocates nothing, on one token and on a prompt.
+func TestMatMulBlockedDoesNotAllocate(t *testing.T) {
+	r := rand.New(rand.NewPCG(53, 54))
+	p := NewPool(2)
+	defer p.Close()
+	for _, dt := range gemmTestTypes {
+		if gemmFormats[dt] == nil {
+			continue
+		}
+		const rows, cols, n = 40, 512, 20
+		w, _, _, _ := gemmOperands(r, dt, rows, cols, 0, 0, 0)
+		x, out := randF32(r, n*cols, 1), make([]float32, n*rows)
+		scratch := make([]byte, MatScratchBytes(dt, cols, n))
+		for _, pool := range []*Pool{nil, p} {
+			if a := testing.AllocsPerRun(20, func() { MatVec(pool, dt, w, rows, cols, x[:cols], out[:rows], scratch) }); a != 0 {
+				t.Errorf("%v MatVec allocates %v times", dt, a)
+			}
+			if a := testing.AllocsPerRun(20, func() { MatMul(pool, dt, w, rows, cols, x, n, out, scratch) }); a != 0 {
+				t.Errorf("%v MatMul allocates %v times", dt, a)
+			}
+		}
 	}
 }
