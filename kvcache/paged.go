@@ -255,6 +255,19 @@ func (p *Pool) ValuesF32(b, layer int) []float32 {
 	return blockSlice(p.v32, b, p.blockV, layer, p.layerV)
 }
 
+// ValueStoreF16 is the values of every block, (blocks, layers, kv_heads,
+// head_dim_v, block_tokens), so that attention can read the pieces of one
+// value row across a table's blocks in place (ValueOffset locates them); nil
+// for an F32 pool.
+func (p *Pool) ValueStoreF16() []uint16 { return p.v16 }
+
+// ValueStoreF32 is ValueStoreF16 of an F32 pool; nil for an F16 pool.
+func (p *Pool) ValueStoreF32() []float32 { return p.v32 }
+
+// ValueOffset is the element at which block b's values of layer start in
+// ValueStoreF16 or ValueStoreF32.
+func (p *Pool) ValueOffset(b, layer int) int { return b*p.blockV + layer*p.layerV }
+
 func blockSlice[T any](s []T, b, blockLen, layer, layerLen int) []T {
 	if s == nil {
 		return nil
@@ -314,6 +327,10 @@ func (p *Pool) Stats() Stats {
 		Dedups:       p.dedups,
 	}
 }
+
+// Available is the number of blocks the pool can still hand out: free ones
+// and cached ones it may evict.
+func (p *Pool) Available() int { return p.available() }
 
 // available is the number of blocks alloc can hand out: free ones and
 // cached ones it may evict.

@@ -158,6 +158,55 @@ func (t *BlockTable) Match(tokens []int) int {
 	return n
 }
 
+// Reuse makes the table hold the longest prefix of tokens, at most limit of
+// them, whose keys and values are cached: the table's own tokens, or a
+// chain of committed blocks from the prefix index, whichever is longer. It
+// returns the number of tokens kept; the caller computes the rest. A
+// partial block at the end (the index's last block cut at limit, or the
+// table's own) is copied when the table writes it, so the cached blocks
+// stay as they are for the next prompt.
+func (t *BlockTable) Reuse(tokens []int, limit int) int {
+	limit = max(min(limit, len(tokens), t.maxLen), 0)
+	p := t.pool
+	own := 0
+	for own < min(len(t.tokens), limit) && t.tokens[own] == tokens[own] {
+		own++
+	}
+	if t.probe(tokens) > own {
+		n := t.Match(tokens)
+		if n > limit {
+			// Truncate cannot fail below Len.
+			_ = t.Truncate(limit)
+			n = limit
+		}
+		return n
+	}
+	// Truncate cannot fail below Len.
+	_ = t.Truncate(own)
+	p.hits += uint64(own)
+	p.misses += uint64(len(tokens) - own)
+	return own
+}
+
+// probe is the number of tokens Match would find in the index, changing
+// nothing.
+func (t *BlockTable) probe(tokens []int) int {
+	p := t.pool
+	parentHash, parentID := t.namespace, t.namespace
+	n := 0
+	for i := range min(len(tokens), t.maxLen) / p.bt {
+		blk := tokens[i*p.bt : (i+1)*p.bt]
+		h := p.hash(parentHash, blk)
+		b := p.lookup(h, parentID, i == 0, blk)
+		if b < 0 {
+			break
+		}
+		n += p.bt
+		parentHash, parentID = h, p.meta[b].id
+	}
+	return n
+}
+
 // Match is NewTable followed by the table's Match: a new table sharing the
 // longest cached prefix of tokens, and the number of tokens it holds.
 func (p *Pool) Match(tokens []int, maxLen int) (*BlockTable, int, error) {

@@ -155,6 +155,23 @@ func (t *BlockTable) Append(tokens []int) (int, error) {
 	return pos, nil
 }
 
+// Need is the fewest blocks Append of n tokens takes from the pool: the new
+// blocks past the table's last, and a copy of the last when another table
+// shares it. Tables appending in one step fit together when the sum of
+// their Needs is at most the pool's Available.
+func (t *BlockTable) Need(n int) int {
+	p := t.pool
+	pos := len(t.tokens)
+	if n <= 0 {
+		return 0
+	}
+	need := (pos+n+p.bt-1)/p.bt - len(t.blocks)
+	if pos%p.bt != 0 && p.meta[t.blocks[len(t.blocks)-1]].ref > 1 {
+		need++
+	}
+	return need
+}
+
 // Truncate keeps the first n tokens and gives back the blocks past them,
 // last first, so that the deepest cached blocks are evicted first. A kept
 // partial block that is shared or cached is left as is and copied on the
@@ -194,20 +211,35 @@ func (t *BlockTable) Release() {
 // their prompt. Whichever table writes a shared block first copies it.
 func (t *BlockTable) Fork() *BlockTable {
 	f := &BlockTable{
-		pool:      t.pool,
-		blocks:    make([]int, len(t.blocks), cap(t.blocks)),
-		tokens:    make([]int, len(t.tokens), cap(t.tokens)),
-		committed: t.committed,
-		maxLen:    t.maxLen,
-		namespace: t.namespace,
-		staleTail: t.staleTail,
+		pool:   t.pool,
+		blocks: make([]int, 0, cap(t.blocks)),
+		tokens: make([]int, 0, cap(t.tokens)),
+		maxLen: t.maxLen,
 	}
-	copy(f.blocks, t.blocks)
-	copy(f.tokens, t.tokens)
-	for _, b := range f.blocks {
+	f.Share(t)
+	return f
+}
+
+// Share empties t (as Release) and makes it hold src's tokens in src's
+// blocks, as Fork does for a new table; src must come from the same pool and
+// fit in t's MaxLen (it panics otherwise: the caller checks). t takes src's
+// namespace.
+func (t *BlockTable) Share(src *BlockTable) {
+	if src.pool != t.pool || len(src.tokens) > t.maxLen {
+		panic(fmt.Sprintf("kvcache: Share of %d tokens into a table of %d, same pool %v", len(src.tokens), t.maxLen, src.pool == t.pool))
+	}
+	if src == t {
+		return
+	}
+	t.Release()
+	t.blocks = append(t.blocks, src.blocks...)
+	t.tokens = append(t.tokens, src.tokens...)
+	t.committed = src.committed
+	t.namespace = src.namespace
+	t.staleTail = src.staleTail
+	for _, b := range t.blocks {
 		t.pool.incRef(b)
 	}
-	return f
 }
 
 // Store writes the keys k (n, kv_heads, head_dim) and values

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync/atomic"
 
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
@@ -99,12 +100,21 @@ type Adapter struct {
 	targets map[string]*Target
 	order   []string // target names, sorted
 	maxRank int
+	id      uint64
 }
+
+// lastID numbers the adapters New makes.
+var lastID atomic.Uint64
+
+// ID is a number no other adapter of this process has: caches key what an
+// adapter computed by it, where a name may be reused by a new upload and a
+// pointer by a new allocation.
+func (a *Adapter) ID() uint64 { return a.id }
 
 // New makes an adapter of the given targets, which must name distinct
 // weights.
 func New(name, arch string, alpha float32, rsLoRA bool, format Format, targets []*Target) (*Adapter, error) {
-	a := &Adapter{Name: name, Arch: arch, Alpha: alpha, RSLoRA: rsLoRA, Format: format, targets: map[string]*Target{}}
+	a := &Adapter{Name: name, Arch: arch, Alpha: alpha, RSLoRA: rsLoRA, Format: format, targets: map[string]*Target{}, id: lastID.Add(1)}
 	for _, t := range targets {
 		if _, dup := a.targets[t.Name]; dup {
 			return nil, invalidf("two updates of %s", t.Name)
