@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ruvllm/ruvllm/backends"
 )
 
 // metrics are the Prometheus series of one Server, in a registry of its
@@ -61,8 +63,42 @@ func newMetrics(s *Server) *metrics {
 		Name: "ruvllm_requests_running", Help: "Sequences being generated."},
 		stat(func(md *Model) float64 { return float64(md.Engine.Stats().Running) })))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "ruvllm_kv_cache_bytes", Help: "Memory held by the KV caches."},
+		Name: "ruvllm_kv_cache_bytes", Help: "Memory of the KV cache: every block of the pool, used, cached or free."},
 		stat(func(md *Model) float64 { return float64(md.Engine.Stats().KVBytes) })))
+	kv := func(get func(st *backends.EngineStats) float64) func() float64 {
+		return stat(func(md *Model) float64 { st := md.Engine.Stats(); return get(&st) })
+	}
+	for _, b := range []struct {
+		state string
+		get   func(st *backends.EngineStats) float64
+	}{
+		{"used", func(st *backends.EngineStats) float64 { return float64(st.KV.UsedBlocks) }},
+		{"shared", func(st *backends.EngineStats) float64 { return float64(st.KV.SharedBlocks) }},
+		{"cached", func(st *backends.EngineStats) float64 { return float64(st.KV.CachedBlocks) }},
+		{"free", func(st *backends.EngineStats) float64 { return float64(st.KV.FreeBlocks) }},
+	} {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ruvllm_kv_blocks", Help: "KV cache blocks by state: used (held by sequences; shared: by more than one), cached (kept for prefix reuse, evictable), free.",
+			ConstLabels: prometheus.Labels{"state": b.state}}, kv(b.get)))
+	}
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ruvllm_kv_cache_used_bytes", Help: "Memory of the KV blocks held by sequences."},
+		kv(func(st *backends.EngineStats) float64 { return float64(st.KV.UsedBytes) })))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ruvllm_kv_cache_cached_bytes", Help: "Memory of the KV blocks kept only for prefix reuse."},
+		kv(func(st *backends.EngineStats) float64 { return float64(st.KV.CachedBytes) })))
+	for _, c := range []struct {
+		name, help string
+		get        func(st *backends.EngineStats) float64
+	}{
+		{"ruvllm_kv_evictions_total", "Cached KV blocks evicted to make room.", func(st *backends.EngineStats) float64 { return float64(st.KV.Evictions) }},
+		{"ruvllm_kv_copies_total", "Copy-on-write copies of shared KV blocks.", func(st *backends.EngineStats) float64 { return float64(st.KV.Copies) }},
+		{"ruvllm_kv_prefix_hit_tokens_total", "Prompt tokens found in the KV cache.", func(st *backends.EngineStats) float64 { return float64(st.KV.HitTokens) }},
+		{"ruvllm_kv_prefix_miss_tokens_total", "Prompt tokens not found in the KV cache.", func(st *backends.EngineStats) float64 { return float64(st.KV.MissTokens) }},
+		{"ruvllm_preemptions_total", "Sequences whose KV cache was dropped for lack of room, to be recomputed.", func(st *backends.EngineStats) float64 { return float64(st.Preemptions) }},
+	} {
+		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, kv(c.get)))
+	}
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_model_loaded", Help: "1 when a model is loaded and served."},
 		func() float64 {

@@ -72,9 +72,23 @@ type Sequence interface {
 	// prompt sharing a prefix with the cached tokens recomputes only the
 	// part that differs.
 	Truncate(n int) error
+	// Reuse makes the sequence hold the longest prefix of tokens, at most
+	// limit of them, whose keys and values are cached, and returns its
+	// length; everything past it is forgotten and the caller computes the
+	// rest. The cache may be the sequence's own tokens or, where the
+	// backend shares one cache between its sequences, what another
+	// sequence computed with the same adapter and scale.
+	Reuse(tokens []int, limit int) int
+	// ShareFrom makes the sequence hold src's tokens, as the n choices of
+	// one request share their prompt: a shared cache holds them once until
+	// one of the sequences writes, other caches copy. The sequence takes
+	// src's adapter. It fails, changing nothing, when src does not fit or
+	// is another backend's.
+	ShareFrom(src Sequence) error
 	// Reset forgets every token; the memory stays allocated for reuse.
 	Reset()
-	// CacheBytes is the memory the KV cache holds.
+	// CacheBytes is the memory of the KV cache the sequence holds; memory
+	// it shares with other sequences counts in full for each.
 	CacheBytes() int64
 	// Close releases the KV cache; the sequence must not be used after.
 	Close() error

@@ -157,6 +157,18 @@ type EngineStats struct {
 	// choice and embedding, tokens generated, and prompt tokens whose
 	// prefill prefix reuse skipped.
 	PromptTokens, GeneratedTokens, CachedTokens uint64
+	// Preemptions counts choices whose KV cache was dropped, for lack of
+	// room, to be recomputed later.
+	Preemptions uint64
+	// KV is the state of the backend's KV block pools; zero when the
+	// backend has none (its sequences have caches of their own).
+	KV kvcache.Stats
+}
+
+// KVPools is a Backend whose sequences share KV block pools; the engine
+// reports their state in its Stats.
+type KVPools interface {
+	KVStats() kvcache.Stats
 }
 
 // Engine schedules requests onto one Backend with continuous batching: one
@@ -176,6 +188,10 @@ type Engine struct {
 	// adapters says the sequences are AdapterSequences, so requests may
 	// carry a LoRA adapter.
 	adapters bool
+	// prefill says which prefilling slots may run: all, or after a
+	// Forward found no room in the KV cache, until a choice ends, only the
+	// oldest, or none while there are decode steps.
+	prefill prefillMode
 
 	mu      sync.Mutex
 	queue   []*request // waiting for slots, in arrival order
@@ -185,6 +201,8 @@ type Engine struct {
 	done    chan struct{} // closed by Close
 	exited  chan struct{} // closed when the loop has returned
 	kvBytes atomic.Int64
+	kvStats atomic.Pointer[kvcache.Stats]
+	preempt atomic.Uint64
 	prompt  atomic.Uint64
 	gen     atomic.Uint64
 	cached  atomic.Uint64
@@ -198,6 +216,18 @@ const (
 	slotPrefill
 	slotDecode
 	slotEmbed
+	// slotShare waits for the slot of choice 0 of its request to prefill
+	// the prompt, to share its cache and first logits.
+	slotShare
+)
+
+// prefillMode is which prefilling slots an iteration runs.
+type prefillMode int
+
+const (
+	prefillAll prefillMode = iota
+	prefillOldest
+	prefillNone
 )
 
 // slot is one sequence with its sampler and buffers, and the choice or
@@ -212,15 +242,23 @@ type slot struct {
 	state    slotState
 	req      *request
 	choice   int
-	started  uint64  // iteration the choice started, to prefill oldest first
-	passed   uint64  // iteration whose prefill already took or skipped the slot
-	lastUsed uint64  // iteration the slot became free
-	prompt   []int   // the prompt or embedding input; fed[0:fed] are cached
-	failed   error   // set by start when the choice cannot run in the slot
-	fed      int     // prompt tokens in the sequence
-	next     [1]int  // the decode step's token
-	made     int     // tokens generated
-	block    []Token // Tokens not yet handed out
+	started  uint64 // iteration the choice started, to prefill oldest first
+	passed   uint64 // iteration whose prefill already took or skipped the slot
+	lastUsed uint64 // iteration the slot became free
+	prompt   []int  // the prompt or embedding input; fed[0:fed] are cached
+	failed   error  // set by start when the choice cannot run in the slot
+	fed      int    // prompt tokens in the sequence
+	// match is set while the prefix of prompt to reuse is still to be
+	// looked up, when the slot first prefills: by then choice 0 of the same
+	// request or a preempted choice may have cached more of it.
+	match bool
+	// resume is set on a decoding choice that lost its cache: prompt is
+	// then every token it held, which it prefills without sampling before
+	// it decodes next again.
+	resume bool
+	next   [1]int  // the decode step's token
+	made   int     // tokens generated
+	block  []Token // Tokens not yet handed out
 }
 
 // request is a submitted completion or embedding.
@@ -242,6 +280,9 @@ type request struct {
 	admitted   int // choices that have started (or ended while queued)
 	unfinished int // choices whose final event is not sent
 	reserved   int // channel room taken by this iteration's decode steps
+	// leader is the slot of choice 0 while it prefills the prompt, for
+	// the other choices to share; nil otherwise.
+	leader *slot
 }
 
 type embedResult struct {
@@ -314,14 +355,19 @@ func (e *Engine) Stats() EngineStats {
 	e.mu.Lock()
 	queued, running := len(e.queue), e.opt.Parallel-e.idle
 	e.mu.Unlock()
-	return EngineStats{
+	st := EngineStats{
 		Queued:          queued,
 		Running:         running,
 		KVBytes:         e.kvBytes.Load(),
 		PromptTokens:    e.prompt.Load(),
 		GeneratedTokens: e.gen.Load(),
 		CachedTokens:    e.cached.Load(),
+		Preemptions:     e.preempt.Load(),
 	}
+	if kv := e.kvStats.Load(); kv != nil {
+		st.KV = *kv
+	}
+	return st
 }
 
 // Close ends every request in flight or waiting (their final events carry
@@ -667,21 +713,12 @@ func (e *Engine) start(r *request, s *slot) {
 		return
 	}
 	s.state = slotPrefill
-	// At least the last prompt token is recomputed: its logits are the
-	// first sample's.
-	k := 0
-	if !e.opt.NoPrefixReuse {
-		k = min(commonPrefix(s.seq.Tokens(), r.prompt), len(r.prompt)-1)
-	}
-	if err := s.seq.Truncate(k); err != nil {
-		s.seq.Reset()
-		k = 0
-	}
-	s.fed = k
-	e.cached.Add(uint64(k))
-	if c == 0 {
-		// Written before the stream's first event, whose send publishes it.
-		r.stream.CachedTokens = k
+	s.fed, s.match, s.resume = 0, true, false
+	switch {
+	case c == 0:
+		r.leader = s
+	case r.leader != nil && !e.opt.NoPrefixReuse:
+		s.state = slotShare
 	}
 	p := r.params
 	if c > 0 && p.Seed != nil {
@@ -706,18 +743,29 @@ func (e *Engine) step() bool {
 		e.add(s, Step{Seq: s.seq, Tokens: s.next[:], Logits: s.logits})
 	}
 	budget := e.opt.Batch
+	decodes := len(e.steps)
+	if e.prefill == prefillNone && decodes > 0 {
+		budget = 0
+	}
 	for budget > 0 {
 		s := e.oldestUnfed()
 		if s == nil {
 			break
 		}
 		s.passed = e.tick
+		if s.match {
+			e.matchPrefix(s)
+			if s.state == slotDecode {
+				// A resumed choice found all its tokens cached.
+				continue
+			}
+		}
 		n := min(len(s.prompt)-s.fed, budget)
 		st := Step{Seq: s.seq, Tokens: s.prompt[s.fed : s.fed+n]}
 		switch {
 		case s.state == slotEmbed:
 			st.Outputs, st.Hidden = AllTokens, s.hidden[:n*e.info.Dim]
-		case s.fed+n < len(s.prompt):
+		case s.fed+n < len(s.prompt) || s.resume:
 		case s.req.roomForToken():
 			s.req.reserved++
 			st.Logits = s.logits
@@ -731,23 +779,126 @@ func (e *Engine) step() bool {
 			budget -= n
 			e.add(s, st)
 		}
+		if e.prefill != prefillAll {
+			break
+		}
 	}
 	if len(e.steps) == 0 {
 		return false
 	}
 	err := e.b.Forward(e.steps)
+	full := errors.Is(err, kvcache.ErrPoolFull)
 	for i := range e.steps {
 		s := e.owner[i]
 		s.req.reserved = 0
-		if err != nil {
+		switch {
+		case full:
+			// Nothing ran; makeRoom below decides who waits.
+		case err != nil:
 			s.seq.Reset()
 			e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
-		} else {
+		default:
 			e.after(s, &e.steps[i])
 		}
 		e.steps[i], e.owner[i] = Step{}, nil // drop references to buffers
 	}
+	if full && !e.makeRoom(len(e.steps) > decodes, decodes > 0) {
+		for i := range e.slots {
+			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
+				s.seq.Reset()
+				e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
+			}
+		}
+	}
 	e.updateKVBytes()
+	return true
+}
+
+// matchPrefix looks up how much of the slot's prompt is cached and starts
+// its prefill after it. At least the last prompt token of a new choice is
+// recomputed: its logits are the first sample's.
+func (e *Engine) matchPrefix(s *slot) {
+	s.match = false
+	limit := len(s.prompt) - 1
+	if s.resume {
+		limit = len(s.prompt)
+	}
+	k := 0
+	if e.opt.NoPrefixReuse {
+		s.seq.Reset()
+	} else {
+		k = s.seq.Reuse(s.prompt, limit)
+	}
+	s.fed = k
+	if s.resume {
+		if k == len(s.prompt) {
+			s.resume = false
+			s.state = slotDecode
+		}
+		return
+	}
+	e.cached.Add(uint64(k))
+	if s.choice == 0 {
+		// Written before the stream's first event, whose send publishes it.
+		s.req.stream.CachedTokens = k
+	}
+}
+
+// makeRoom answers a Forward that found no room in the KV cache, so that
+// the next iteration fits: it first lets go of what free slots keep cached;
+// then, when the call prefilled, it holds prefill back (while others decode,
+// until a choice ends; else to the oldest prefilling choice); then it drops
+// the cache of the most recently started choice other than the oldest,
+// which recomputes it later (vLLM's recompute preemption). It reports false
+// when nothing is left to try.
+func (e *Engine) makeRoom(prefilled, decoded bool) bool {
+	released := false
+	for i := range e.slots {
+		if s := &e.slots[i]; s.state == slotFree && s.seq.Len() > 0 {
+			s.seq.Reset()
+			released = true
+		}
+	}
+	switch {
+	case released:
+		return true
+	case prefilled && decoded:
+		e.prefill = prefillNone
+		return true
+	case prefilled && e.prefill == prefillAll:
+		e.prefill = prefillOldest
+		return true
+	}
+	var oldest, victim *slot
+	for i := range e.slots {
+		s := &e.slots[i]
+		if s.state == slotFree || s.state == slotShare {
+			continue
+		}
+		if oldest == nil || s.started < oldest.started {
+			oldest = s
+		}
+	}
+	for i := range e.slots {
+		s := &e.slots[i]
+		if s == oldest || s.state == slotFree || s.state == slotShare || s.seq.Len() == 0 {
+			continue
+		}
+		if victim == nil || s.started > victim.started {
+			victim = s
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	if victim.state == slotDecode {
+		victim.prompt = append(victim.prompt[:0], victim.seq.Tokens()...)
+		victim.resume = true
+		victim.state = slotPrefill
+	}
+	victim.seq.Reset()
+	victim.fed, victim.match = 0, true
+	e.preempt.Add(1)
 	return true
 }
 
@@ -762,7 +913,14 @@ func (e *Engine) oldestUnfed() *slot {
 	var best *slot
 	for i := range e.slots {
 		s := &e.slots[i]
-		if (s.state != slotPrefill && s.state != slotEmbed) || s.passed == e.tick {
+		if s.state != slotPrefill && s.state != slotEmbed {
+			continue
+		}
+		if s.passed == e.tick {
+			if e.prefill != prefillAll {
+				// Only the oldest may prefill, and it has had its turn.
+				return nil
+			}
 			continue
 		}
 		if best == nil || s.started < best.started {
@@ -788,11 +946,64 @@ func (e *Engine) after(s *slot, st *Step) {
 		}
 	case slotPrefill:
 		s.fed += len(st.Tokens)
-		if st.Logits != nil {
+		switch {
+		case s.resume:
+			if s.fed == len(s.prompt) {
+				s.resume = false
+				s.state = slotDecode
+			}
+		case st.Logits != nil:
+			if s.req.leader == s {
+				e.share(s)
+			}
 			e.sample(s)
 		}
 	case slotDecode:
 		e.sample(s)
+	}
+}
+
+// share hands the prompt the leader s has just prefilled, and its logits,
+// to the choices of its request waiting for them.
+func (e *Engine) share(s *slot) {
+	r := s.req
+	r.leader = nil
+	for i := range e.slots {
+		o := &e.slots[i]
+		if o.state != slotShare || o.req != r {
+			continue
+		}
+		if err := o.seq.ShareFrom(s.seq); err != nil {
+			o.state, o.match = slotPrefill, true
+			continue
+		}
+		o.state = slotPrefill
+		o.fed, o.match = len(o.prompt), false
+		e.cached.Add(uint64(len(o.prompt)))
+		copy(o.logits, s.logits)
+		if r.roomForToken() {
+			e.sample(o)
+		} else {
+			// The stream is full: recompute the last prompt token when
+			// it has room again.
+			o.fed--
+			o.seq.Truncate(o.fed)
+		}
+	}
+}
+
+// release ends the wait of choices for their leader s, which stops before
+// it has prefilled: they prefill the prompt themselves.
+func (e *Engine) release(s *slot) {
+	r := s.req
+	if r == nil || r.leader != s {
+		return
+	}
+	r.leader = nil
+	for i := range e.slots {
+		if o := &e.slots[i]; o.state == slotShare && o.req == r {
+			o.state, o.match = slotPrefill, true
+		}
 	}
 }
 
@@ -836,8 +1047,11 @@ func (e *Engine) sample(s *slot) {
 // finish ends the slot's choice or embedding (err == nil for a normal end)
 // and frees the slot, keeping its cached tokens for prefix reuse.
 func (e *Engine) finish(s *slot, reason string, err error) {
+	e.release(s)
 	r, choice, state := s.req, s.choice, s.state
 	s.req, s.state = nil, slotFree
+	s.resume, s.match = false, false
+	e.prefill = prefillAll
 	s.lastUsed = e.tick
 	// Free the slot before the receiver can see the end, so that Stats
 	// read after the end does not count it.
@@ -929,7 +1143,15 @@ func (e *Engine) closeSequences() {
 	}
 }
 
+// updateKVBytes publishes the memory of the KV caches for Stats: the pools'
+// when the backend has them, else the sum over the slots' sequences.
 func (e *Engine) updateKVBytes() {
+	if kp, ok := e.b.(KVPools); ok {
+		st := kp.KVStats()
+		e.kvStats.Store(&st)
+		e.kvBytes.Store(st.TotalBytes)
+		return
+	}
 	var n int64
 	for i := range e.slots {
 		if s := &e.slots[i]; s.seq != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
@@ -835,6 +836,11 @@ type fakeBackend struct {
 	vocab, dim, ctx int
 	call            int
 	failAt          int // the call that fails, if > 0
+	// kvTokens, if > 0, is the room of a KV cache all sequences share:
+	// a call that would hold more fails as a full pool does.
+	kvTokens  int
+	seqs      []*fakeSeq
+	prefilled int // tokens of steps of two or more
 }
 
 var errFake = errors.New("fake: injected failure")
@@ -853,7 +859,9 @@ func (f *fakeBackend) NewSequence(o backends.SequenceOptions) (backends.Sequence
 	if n == 0 {
 		n = f.ctx
 	}
-	return &fakeSeq{tokens: make([]int, 0, n)}, nil
+	s := &fakeSeq{tokens: make([]int, 0, n)}
+	f.seqs = append(f.seqs, s)
+	return s, nil
 }
 
 func (f *fakeBackend) next(tok, pos int) int { return (7*tok + 3*pos + 1) % f.vocab }
@@ -870,8 +878,23 @@ func (f *fakeBackend) Forward(steps []backends.Step) error {
 		}
 		s.call = f.call
 	}
+	if f.kvTokens > 0 {
+		held := 0
+		for _, s := range f.seqs {
+			held += len(s.tokens)
+		}
+		for _, st := range steps {
+			held += len(st.Tokens)
+		}
+		if held > f.kvTokens {
+			return fmt.Errorf("fake: %d tokens in a cache of %d: %w", held, f.kvTokens, kvcache.ErrPoolFull)
+		}
+	}
 	for _, st := range steps {
 		s := st.Seq.(*fakeSeq)
+		if len(st.Tokens) > 1 {
+			f.prefilled += len(st.Tokens)
+		}
 		for j, tok := range st.Tokens {
 			pos := len(s.tokens)
 			s.tokens = append(s.tokens, tok)
@@ -907,8 +930,24 @@ func (s *fakeSeq) MaxLen() int          { return cap(s.tokens) }
 func (s *fakeSeq) Tokens() []int        { return s.tokens }
 func (s *fakeSeq) Truncate(n int) error { s.tokens = s.tokens[:n]; return nil }
 func (s *fakeSeq) Reset()               { s.tokens = s.tokens[:0] }
-func (s *fakeSeq) CacheBytes() int64    { return int64(cap(s.tokens)) }
-func (s *fakeSeq) Close() error         { return nil }
+func (s *fakeSeq) Reuse(tokens []int, limit int) int {
+	n := 0
+	for n < min(len(s.tokens), len(tokens), limit) && s.tokens[n] == tokens[n] {
+		n++
+	}
+	s.tokens = s.tokens[:n]
+	return n
+}
+func (s *fakeSeq) ShareFrom(src backends.Sequence) error {
+	o := src.(*fakeSeq)
+	if len(o.tokens) > cap(s.tokens) {
+		return backends.ErrContextFull
+	}
+	s.tokens = append(s.tokens[:0], o.tokens...)
+	return nil
+}
+func (s *fakeSeq) CacheBytes() int64 { return int64(cap(s.tokens)) }
+func (s *fakeSeq) Close() error      { return nil }
 
 // fakeGreedy is the fake model's greedy continuation of prompt.
 func (f *fakeBackend) greedy(prompt []int32, n int) []int32 {
@@ -1029,6 +1068,55 @@ func TestEngineFakeBatching(t *testing.T) {
 	wg.Wait()
 	if st := e.Stats(); st.Running != 0 || st.Queued != 0 {
 		t.Errorf("stats after all requests: %+v", st)
+	}
+}
+
+// TestEnginePreemption: three choices that together need more KV room than
+// there is all finish with the tokens they would have made alone; the
+// engine drops and recomputes caches to get there.
+func TestEnginePreemption(t *testing.T) {
+	f := &fakeBackend{vocab: 97, dim: 4, ctx: 100, kvTokens: 50}
+	e := newEngine(t, f, backends.EngineOptions{Parallel: 3})
+	prompts := [][]int32{{1, 2, 3, 4, 5}, {6, 7, 8}, {9, 10, 11, 12}}
+	var streams []*backends.Stream
+	for _, p := range prompts {
+		streams = append(streams, submit(t, e, backends.Request{Prompt: p, MaxTokens: 40}))
+	}
+	for i, s := range streams {
+		c := collect(t, s, 1)[0]
+		if c.err != nil || c.finish != "length" || !slices.Equal(c.ids(), f.greedy(prompts[i], 40)) {
+			t.Errorf("stream %d: finish %q, err %v\n got %v\nwant %v", i, c.finish, c.err, c.ids(), f.greedy(prompts[i], 40))
+		}
+	}
+	if st := e.Stats(); st.Preemptions == 0 {
+		t.Errorf("no preemption counted: %+v", st)
+	}
+}
+
+// TestEngineChoicesSharePrompt: the choices of one request prefill the
+// prompt once; the others share it and its first logits.
+func TestEngineChoicesSharePrompt(t *testing.T) {
+	for _, noReuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noReuse=%v", noReuse), func(t *testing.T) {
+			f := &fakeBackend{vocab: 97, dim: 4, ctx: 100}
+			e := newEngine(t, f, backends.EngineOptions{Parallel: 3, NoPrefixReuse: noReuse})
+			prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+			for i, c := range collect(t, submit(t, e, backends.Request{Prompt: prompt, MaxTokens: 8, N: 3}), 3) {
+				if c.err != nil || !slices.Equal(c.ids(), f.greedy(prompt, 8)) {
+					t.Errorf("choice %d: err %v, %v", i, c.err, c.ids())
+				}
+			}
+			want := len(prompt)
+			if noReuse {
+				want *= 3
+			}
+			if f.prefilled != want {
+				t.Errorf("%d prompt tokens prefilled, want %d", f.prefilled, want)
+			}
+			if st := e.Stats(); !noReuse && st.CachedTokens != uint64(2*len(prompt)) {
+				t.Errorf("cached tokens %d, want %d", st.CachedTokens, 2*len(prompt))
+			}
+		})
 	}
 }
 

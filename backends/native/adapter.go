@@ -28,7 +28,7 @@ var _ backends.AdapterSequence = (*sequence)(nil)
 
 // SetAdapter implements backends.AdapterSequence.
 func (s *sequence) SetAdapter(a *lora.Adapter, scale float32) error {
-	if s.cache == nil {
+	if s.table == nil {
 		return backends.ErrClosed
 	}
 	if a == nil {
@@ -42,7 +42,9 @@ func (s *sequence) SetAdapter(a *lora.Adapter, scale float32) error {
 		}
 	}
 	if a != s.adapter || scale != s.adapterScale {
-		s.Reset()
+		// Release too, so that the table's blocks are committed and
+		// matched in the new run's namespace only.
+		s.table.SetNamespace(namespace(a, scale))
 	}
 	s.adapter, s.adapterScale = a, scale
 	return nil

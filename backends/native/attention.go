@@ -24,7 +24,7 @@ import (
 //     prompt is split over passes.
 
 // attnPad is the granularity of llama.cpp's attention length (its KV cache
-// padding without flash attention).
+// padding without flash attention), and the positions of a KV block.
 const attnPad = 32
 
 // attnScratch is one worker's scratch, sized for the longest sequence.
@@ -32,11 +32,12 @@ type attnScratch struct {
 	scores []float32 // (max_len rounded up to attnPad)
 	w16    []uint16  // (max_len rounded up to attnPad): weights as F16
 	q16    []uint16  // (head_dim): the query as F16
+	offs   []int     // (max_len / block_tokens): where a value row's pieces start
 }
 
 // attnJob computes attention of layer for the rows of a pass, one
 // (row, query head) pair per task; the keys and values of every row are
-// already in its sequence's cache.
+// already in its sequence's blocks.
 type attnJob struct {
 	b     *Backend
 	layer int
@@ -54,6 +55,7 @@ func (b *Backend) growAttention(maxLen int) {
 		if len(s.scores) < padded {
 			s.scores = make([]float32, padded)
 			s.w16 = make([]uint16, padded)
+			s.offs = make([]int, padded/kvBlockTokens)
 		}
 		if s.q16 == nil {
 			s.q16 = make([]uint16, b.cfg.HeadDim)
@@ -61,6 +63,11 @@ func (b *Backend) growAttention(maxLen int) {
 	}
 }
 
+// Do reads the keys and values where they lie, block by block: the scores
+// of a block's positions are independent dot products, and the value dot
+// products run over a row's pieces in every block in turn with the same
+// accumulators (kernels.DotHalvesPaged), which sums as one dot product over
+// a contiguous row does.
 func (j *attnJob) Do(task, worker int) {
 	b, l := j.b, j.layer
 	bf, cfg := &b.buf, b.cfg
@@ -70,22 +77,31 @@ func (j *attnJob) Do(task, worker int) {
 	sg := &bf.segs[bf.rowSeg[r]]
 	pos := sg.pos0 + r - sg.row0
 	n := pos + 1 // positions this token sees
-	c := sg.seq.cache
-	maxLen, kvRow := c.MaxLen(), cfg.KVHeads*hd
+	t := sg.seq.table
+	p, blocks := t.Pool(), t.Blocks()
+	bt, kvRow := p.BlockTokens(), cfg.KVHeads*hd
 	q := bf.q[(r*heads+h)*hd:][:hd]
 	out := bf.att[(r*heads+h)*hd:][:hd]
 	s := &bf.attn[worker]
 	scores := s.scores[:n]
-	// The value dots run over the padded length; the padding weights are 0
-	// and the cells past n hold zeros or values of this pass's later tokens
-	// (kvcache zeroes what Truncate and Reset forget).
-	nv := min((n+attnPad-1)/attnPad*attnPad, maxLen)
+	// The value dots run over the padded length, which ends at a block's
+	// end; the padding weights are 0 and the cells past n hold zeros,
+	// values of this pass's later tokens, or (in a block another sequence
+	// shares) its values: finite, so they add nothing.
+	nv := (n + attnPad - 1) / attnPad * attnPad
+	nb := (n + bt - 1) / bt
 	batched := sg.prompt
+	offs := s.offs[:nb]
+	for i, blk := range blocks[:nb] {
+		offs[i] = p.ValueOffset(blk, l) + g*hd*bt
+	}
 
-	if c.Type() == kvcache.F16 {
-		keys, vals := c.KeysF16(l), c.ValuesF16(l)
+	if p.Type() == kvcache.F16 {
 		kernels.FP32ToFP16Row(q, s.q16)
-		kernels.DotHalvesRows(keys[g*hd:], kvRow, s.q16, scores, batched)
+		for i, blk := range blocks[:nb] {
+			t0 := i * bt
+			kernels.DotHalvesRows(p.KeysF16(blk, l)[g*hd:], kvRow, s.q16, scores[t0:min(t0+bt, n)], batched)
+		}
 		for t := range scores {
 			scores[t] *= b.attnScale
 		}
@@ -93,21 +109,21 @@ func (j *attnJob) Do(task, worker int) {
 		w := s.w16[:nv]
 		kernels.FP32ToFP16Row(scores, w[:n])
 		clear(w[n:])
-		kernels.DotHalvesRows(vals[g*hd*maxLen:], maxLen, w, out, batched)
+		kernels.DotHalvesPaged(p.ValueStoreF16(), offs, bt, bt, w, out, batched)
 		return
 	}
 	dot := kernels.VecDotFloats
 	if batched {
 		dot = kernels.GemmDotFloats
 	}
-	keys, vals := c.KeysF32(l), c.ValuesF32(l)
-	for t := range scores {
-		scores[t] = dot(keys[t*kvRow+g*hd:][:hd], q) * b.attnScale
+	for i, blk := range blocks[:nb] {
+		keys := p.KeysF32(blk, l)
+		for t := i * bt; t < min((i+1)*bt, n); t++ {
+			scores[t] = dot(keys[(t-i*bt)*kvRow+g*hd:][:hd], q) * b.attnScale
+		}
 	}
 	kernels.Softmax(scores)
 	w := s.scores[:nv]
 	clear(w[n:])
-	for d := range out {
-		out[d] = dot(vals[(g*hd+d)*maxLen:][:nv], w)
-	}
+	kernels.DotFloatsPaged(p.ValueStoreF32(), offs, bt, bt, w, out, batched)
 }

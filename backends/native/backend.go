@@ -6,6 +6,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
@@ -19,6 +20,15 @@ type Options struct {
 	// larger calls. It sizes the activation buffers, which are allocated
 	// once. 0 means 512, llama.cpp's default micro-batch.
 	MaxBatch int
+	// KVBytes is the memory of each KV pool (one per precision that
+	// sequences ask for, made at the first such sequence): the keys and
+	// values of every sequence, and the prefix cache in the blocks they do
+	// not hold. 0 means KVTokens positions.
+	KVBytes int64
+	// KVTokens is the positions of each KV pool when KVBytes is 0; 0 means
+	// the model's context length (one sequence of full length, or several
+	// sharing it, as llama.cpp's n_ctx).
+	KVTokens int
 }
 
 // DefaultMaxBatch is MaxBatch when Options leaves it 0.
@@ -39,6 +49,11 @@ type Backend struct {
 	maxBatch int
 	buf      buffers
 	attnJob  attnJob
+	// kv are the KV pools by precision, made by the first sequence of
+	// each; kvBytes and kvTokens size them.
+	kv       [2]*kvcache.Pool
+	kvBytes  int64
+	kvTokens int
 	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim), the root rounded first.
 	attnScale float32
 	call      uint64 // number of the current Forward, to find repeated sequences
@@ -63,8 +78,9 @@ func New(f *gguf.File, cfg *models.Config, opt Options) (*Backend, error) {
 	if cfg.ContextLength <= 0 {
 		return nil, fmt.Errorf("native: context length %d must be positive", cfg.ContextLength)
 	}
-	if opt.Threads < 0 || opt.MaxBatch < 0 {
-		return nil, fmt.Errorf("native: threads %d and max batch %d must not be negative", opt.Threads, opt.MaxBatch)
+	if opt.Threads < 0 || opt.MaxBatch < 0 || opt.KVBytes < 0 || opt.KVTokens < 0 {
+		return nil, fmt.Errorf("native: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative",
+			opt.Threads, opt.MaxBatch, opt.KVBytes, opt.KVTokens)
 	}
 	w, err := loadWeights(f, cfg)
 	if err != nil {
@@ -74,6 +90,8 @@ func New(f *gguf.File, cfg *models.Config, opt Options) (*Backend, error) {
 		cfg:      cfg,
 		w:        w,
 		maxBatch: opt.MaxBatch,
+		kvBytes:  opt.KVBytes,
+		kvTokens: opt.KVTokens,
 		rope: kernels.Rope{
 			Dims:        cfg.RopeDim,
 			Base:        cfg.RopeBase,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
+	"github.com/ruvllm/ruvllm/kvcache"
 )
 
 // segment is a run of consecutive tokens of one sequence within a pass.
@@ -49,7 +50,7 @@ func (b *Backend) Forward(steps []backends.Step) error {
 				rows = 0
 			}
 			n := min(len(st.Tokens)-tok, b.maxBatch-rows)
-			bf.segs = append(bf.segs, segment{seq: s, step: i, tok0: tok, n: n, row0: rows, pos0: len(s.tokens),
+			bf.segs = append(bf.segs, segment{seq: s, step: i, tok0: tok, n: n, row0: rows, pos0: s.Len(),
 				prompt: len(st.Tokens) > 1})
 			switch {
 			case !wants:
@@ -77,25 +78,31 @@ func (b *Backend) check(steps []backends.Step) error {
 	}
 	b.call++
 	vocab, dim := b.cfg.VocabSize, b.cfg.Dim
+	var need [2]int // blocks the steps take from the F16 pool [0] and the F32 one
 	for i := range steps {
 		st := &steps[i]
 		s, ok := st.Seq.(*sequence)
 		switch {
 		case !ok || s == nil || s.owner != b:
 			return fmt.Errorf("native: step %d: the sequence was not made by this backend", i)
-		case s.cache == nil:
+		case s.table == nil:
 			return fmt.Errorf("native: step %d: %w", i, backends.ErrClosed)
 		case s.call == b.call:
 			return fmt.Errorf("native: step %d: the sequence appears twice in one call", i)
 		case len(st.Tokens) == 0:
 			return fmt.Errorf("native: step %d has no tokens", i)
-		case len(s.tokens)+len(st.Tokens) > cap(s.tokens):
+		case s.Len()+len(st.Tokens) > s.MaxLen():
 			return fmt.Errorf("native: step %d: %d tokens after %d do not fit in %d: %w",
-				i, len(st.Tokens), len(s.tokens), cap(s.tokens), backends.ErrContextFull)
+				i, len(st.Tokens), s.Len(), s.MaxLen(), backends.ErrContextFull)
 		case st.Outputs != backends.LastToken && st.Outputs != backends.AllTokens:
 			return fmt.Errorf("native: step %d: unknown outputs %d", i, st.Outputs)
 		}
 		s.call = b.call
+		pi := kvcache.F16
+		if s.table.Pool() == b.kv[kvcache.F32] {
+			pi = kvcache.F32
+		}
+		need[pi] += s.table.Need(len(st.Tokens))
 		for _, t := range st.Tokens {
 			if t < 0 || t >= vocab {
 				return fmt.Errorf("native: step %d: token %d is outside the vocabulary of %d", i, t, vocab)
@@ -109,6 +116,12 @@ func (b *Backend) check(steps []backends.Step) error {
 			return fmt.Errorf("native: step %d: hidden buffer of %d floats, want %d×%d", i, len(st.Hidden), n, dim)
 		}
 	}
+	for i, p := range b.kv {
+		if p != nil && need[i] > p.Available() {
+			return fmt.Errorf("native: the steps need %d KV blocks, %d are free or evictable of %d: %w",
+				need[i], p.Available(), p.Blocks(), kvcache.ErrPoolFull)
+		}
+	}
 	return nil
 }
 
@@ -119,6 +132,9 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 	embed, _ := kernels.TraitsOf(b.w.tokEmbd.typ)
 	bf.runs = bf.runs[:0]
 	for i, sg := range bf.segs {
+		if _, err := sg.seq.table.Append(steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n]); err != nil {
+			panic(err) // check made room for every token
+		}
 		bf.runs = addRun(bf.runs, sg.seq, sg.row0, sg.n)
 		for j, t := range steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n] {
 			r := sg.row0 + j
@@ -132,10 +148,9 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 		b.block(l, n)
 	}
 	for _, sg := range bf.segs {
-		if err := sg.seq.cache.Extend(sg.n); err != nil {
-			panic(err) // check made room for every token
-		}
-		sg.seq.tokens = append(sg.seq.tokens, steps[sg.step].Tokens[sg.tok0:sg.tok0+sg.n]...)
+		// The blocks this pass filled are written in every layer now:
+		// offer them to later prompts.
+		sg.seq.table.Commit()
 	}
 	b.outputs(steps)
 }
@@ -167,7 +182,7 @@ func (b *Backend) block(l, n int) {
 	b.observe("Krope", l, k)
 	for _, sg := range bf.segs {
 		r0, r1 := sg.row0, sg.row0+sg.n
-		sg.seq.cache.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
+		sg.seq.table.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
 	}
 	b.attnJob.layer = l
 	b.pool.Run(n*cfg.Heads, &b.attnJob)

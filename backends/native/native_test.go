@@ -309,9 +309,35 @@ func TestModelInfo(t *testing.T) {
 		t.Fatalf("Threads() = %d, want 3", b.Threads())
 	}
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 100})
-	// 4 layers × 4 kv heads × 32 dims × 128 positions (100 padded to a
-	// multiple of attnPad, as llama.cpp pads) × (k + v) × 2 bytes.
-	if want := int64(4 * 4 * 32 * 128 * 2 * 2); s.CacheBytes() != want || s.MaxLen() != 100 {
-		t.Fatalf("CacheBytes() = %d (want %d), MaxLen() = %d", s.CacheBytes(), want, s.MaxLen())
+	// A block: 4 layers × 32 positions × 4 kv heads × 32 dims × (k + v)
+	// × 2 bytes. A sequence holds the blocks its tokens fill; the pool has
+	// the model's context, 512 positions, by default.
+	const block = int64(4 * 32 * 4 * 32 * 2 * 2)
+	if s.CacheBytes() != 0 || s.MaxLen() != 100 {
+		t.Fatalf("empty sequence: CacheBytes() = %d, MaxLen() = %d", s.CacheBytes(), s.MaxLen())
+	}
+	forward(t, b, backends.Step{Seq: s, Tokens: make([]int, 33)})
+	if s.CacheBytes() != 2*block {
+		t.Fatalf("33 tokens: CacheBytes() = %d, want %d", s.CacheBytes(), 2*block)
+	}
+	st := b.KVStats()
+	if st.Blocks != 16 || st.BlockBytes != block || st.UsedBlocks != 2 || st.TotalBytes != 16*block {
+		t.Fatalf("KVStats() = %+v", st)
+	}
+}
+
+// TestKVPoolFull: a step that needs more blocks than the pool has left
+// fails before anything changes, with an error the engine recognises.
+func TestKVPoolFull(t *testing.T) {
+	b := open(t, Options{Threads: 1, KVTokens: 64}, "models", "mini", "mini-llama-Q4_K_M.gguf")
+	s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
+	s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
+	forward(t, b, backends.Step{Seq: s1, Tokens: make([]int, 40)})
+	err := b.Forward([]backends.Step{{Seq: s2, Tokens: make([]int, 10)}, {Seq: s1, Tokens: make([]int, 20)}})
+	if !errors.Is(err, kvcache.ErrPoolFull) || s1.Len() != 40 || s2.Len() != 0 {
+		t.Fatalf("Forward past the pool: %v; lengths %d, %d", err, s1.Len(), s2.Len())
+	}
+	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: 65}); err == nil {
+		t.Fatal("a sequence longer than the pool was made")
 	}
 }

@@ -82,8 +82,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var results []benchResult
 	var conc []concurrencyResult
 	var turns []prefixTurn
+	// One KV pool serves every test: room for the longest prompt, the
+	// concurrent streams and the whole chat.
+	kvTokens := m.Config.ContextLength
+	for _, p := range pList {
+		kvTokens = max(kvTokens, p+1)
+	}
+	kvTokens = max(kvTokens, *concurrency*(16+benchConcurrencyGen(nList)+1), 6*(*turnTokens+16))
 	for _, threads := range tList {
-		b, err := native.New(m.File, m.Config, native.Options{Threads: threads})
+		b, err := native.New(m.File, m.Config, native.Options{Threads: threads, KVTokens: kvTokens})
 		if err != nil {
 			return err
 		}
@@ -123,10 +130,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		if *concurrency > 0 {
-			gen := 64
-			if len(nList) > 0 && nList[0] > 0 {
-				gen = nList[0]
-			}
+			gen := benchConcurrencyGen(nList)
 			var single float64
 			for _, c := range []int{1, *concurrency} {
 				r, err := benchConcurrency(ctx, b, c, 16, gen)
@@ -246,4 +250,13 @@ func intList(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// benchConcurrencyGen is the tokens each concurrent stream generates: the
+// first -n length, 64 without one.
+func benchConcurrencyGen(nList []int) int {
+	if len(nList) > 0 && nList[0] > 0 {
+		return nList[0]
+	}
+	return 64
 }

@@ -56,6 +56,7 @@ type serveConfig struct {
 	parallel, queue int
 	batch           int
 	threads         *int
+	kvMemory        int64
 	chatTemplate    string
 	kv              string
 	maxN            int
@@ -89,6 +90,11 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template: a .jinja file or a built-in name (chatml, ...); default: the model's")
 	fs.StringVar(&c.kv, "kv", "f16", "KV cache precision: f16 or f32")
+	fs.Func("kv-memory", "memory of the KV cache shared by all slots, as 512MiB or 2GB (default: room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
+		n, err := parseByteSize(v)
+		c.kvMemory = n
+		return err
+	})
 	fs.IntVar(&c.maxN, "max-n", api.DefaultMaxN, "most choices (n) one request may ask for")
 	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins browsers may call from, * for any (default: CORS off)")
@@ -381,9 +387,6 @@ func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (
 	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: c.chatTemplate, Logger: logger}); err != nil {
 		return nil, err
 	}
-	if s.backend, err = native.New(s.model.File, s.model.Config, native.Options{Threads: *c.threads, MaxBatch: c.batch}); err != nil {
-		return nil, err
-	}
 	trained := s.model.Config.ContextLength
 	maxLen := c.ctx
 	switch {
@@ -393,6 +396,12 @@ func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (
 		maxLen = trained
 	case maxLen > trained:
 		logger.Warn().Int("ctx", maxLen).Int("trained", trained).Msg("--ctx is larger than the model's trained context; quality may suffer past it")
+	}
+	// Without --kv-memory every slot can fill its context at once; the
+	// blocks the slots do not hold keep earlier prompts for prefix reuse.
+	opt := native.Options{Threads: *c.threads, MaxBatch: c.batch, KVBytes: c.kvMemory, KVTokens: c.parallel * maxLen}
+	if s.backend, err = native.New(s.model.File, s.model.Config, opt); err != nil {
+		return nil, err
 	}
 	tok := s.model.Tokenizer
 	if s.engine, err = backends.NewEngine(s.backend, backends.EngineOptions{
@@ -445,4 +454,33 @@ func openAdapters(c *serveConfig, s *servedModel) error {
 		Msg("adapters loaded")
 	s.api.Adapters, s.api.MaxAdapterBytes = reg, maxBytes
 	return nil
+}
+
+// parseByteSize reads a memory size: a number of bytes, or a number with a
+// unit, KB/MB/GB/TB (powers of 1000) or KiB/MiB/GiB/TiB (powers of 1024),
+// as K/M/G/T alone (powers of 1024, as llama.cpp and ollama read them).
+func parseByteSize(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	i := strings.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := v, ""
+	if i >= 0 {
+		num, unit = v[:i], strings.TrimSpace(v[i:])
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || num == "" {
+		return 0, fmt.Errorf("%q is not a size such as 512MiB or 2GB", v)
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+		"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+	}[strings.ToLower(unit)]
+	if mult == 0 {
+		return 0, fmt.Errorf("%q: unknown unit %q (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", v, unit)
+	}
+	if f*mult >= 1<<62 {
+		return 0, fmt.Errorf("%q is too large", v)
+	}
+	return int64(f * mult), nil
 }

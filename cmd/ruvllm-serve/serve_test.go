@@ -397,3 +397,31 @@ func TestExampleConfig(t *testing.T) {
 		t.Errorf("config %+v", c)
 	}
 }
+
+func TestParseByteSize(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1048576", 1 << 20, true},
+		{"512MiB", 512 << 20, true},
+		{"512M", 512 << 20, true},
+		{"2GB", 2e9, true},
+		{"1.5 GiB", 3 << 29, true},
+		{"64k", 64 << 10, true},
+		{"", 0, false},
+		{"MiB", 0, false},
+		{"-5MB", 0, false},
+		{"12 parsecs", 0, false},
+		{"99999999TB", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := parseByteSize(c.in)
+			if (err == nil) != c.ok || (c.ok && got != c.want) {
+				t.Fatalf("parseByteSize(%q) = %d, %v; want %d (ok %v)", c.in, got, err, c.want, c.ok)
+			}
+		})
+	}
+}
