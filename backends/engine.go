@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,9 +257,15 @@ type slot struct {
 	// then every token it held, which it prefills without sampling before
 	// it decodes next again.
 	resume bool
-	next   [1]int  // the decode step's token
-	made   int     // tokens generated
-	block  []Token // Tokens not yet handed out
+	// leads is set while the slot prefills a prompt that choices started
+	// after it may share (slotShare, waitFor pointing here) rather than
+	// prefill again: the other choices of its request, or the same prompt
+	// from another request (the API submits each choice apart).
+	leads   bool
+	waitFor *slot
+	next    [1]int  // the decode step's token
+	made    int     // tokens generated
+	block   []Token // Tokens not yet handed out
 }
 
 // request is a submitted completion or embedding.
@@ -280,9 +287,6 @@ type request struct {
 	admitted   int // choices that have started (or ended while queued)
 	unfinished int // choices whose final event is not sent
 	reserved   int // channel room taken by this iteration's decode steps
-	// leader is the slot of choice 0 while it prefills the prompt, for
-	// the other choices to share; nil otherwise.
-	leader *slot
 }
 
 type embedResult struct {
@@ -671,6 +675,22 @@ func (e *Engine) sameAdapter(s *slot, r *request) bool {
 	return a == r.adapter && scale == r.scale
 }
 
+// leaderFor is the slot prefilling the same prompt as s with the same
+// adapter and scale, which s can wait for and share; nil when there is
+// none or prefix reuse is off.
+func (e *Engine) leaderFor(s *slot) *slot {
+	if e.opt.NoPrefixReuse {
+		return nil
+	}
+	for i := range e.slots {
+		o := &e.slots[i]
+		if o != s && o.leads && o.state == slotPrefill && e.sameAdapter(o, s.req) && slices.Equal(o.prompt, s.prompt) {
+			return o
+		}
+	}
+	return nil
+}
+
 func commonPrefix(cached []int, prompt []int32) int {
 	n := min(len(cached), len(prompt))
 	for i := range n {
@@ -714,11 +734,9 @@ func (e *Engine) start(r *request, s *slot) {
 	}
 	s.state = slotPrefill
 	s.fed, s.match, s.resume = 0, true, false
-	switch {
-	case c == 0:
-		r.leader = s
-	case r.leader != nil && !e.opt.NoPrefixReuse:
-		s.state = slotShare
+	s.leads, s.waitFor = true, nil
+	if l := e.leaderFor(s); l != nil {
+		s.state, s.leads, s.waitFor = slotShare, false, l
 	}
 	p := r.params
 	if c > 0 && p.Seed != nil {
@@ -953,7 +971,7 @@ func (e *Engine) after(s *slot, st *Step) {
 				s.state = slotDecode
 			}
 		case st.Logits != nil:
-			if s.req.leader == s {
+			if s.leads {
 				e.share(s)
 			}
 			e.sample(s)
@@ -964,15 +982,15 @@ func (e *Engine) after(s *slot, st *Step) {
 }
 
 // share hands the prompt the leader s has just prefilled, and its logits,
-// to the choices of its request waiting for them.
+// to the choices waiting for it.
 func (e *Engine) share(s *slot) {
-	r := s.req
-	r.leader = nil
+	s.leads = false
 	for i := range e.slots {
 		o := &e.slots[i]
-		if o.state != slotShare || o.req != r {
+		if o.state != slotShare || o.waitFor != s {
 			continue
 		}
+		o.waitFor = nil
 		if err := o.seq.ShareFrom(s.seq); err != nil {
 			o.state, o.match = slotPrefill, true
 			continue
@@ -980,8 +998,12 @@ func (e *Engine) share(s *slot) {
 		o.state = slotPrefill
 		o.fed, o.match = len(o.prompt), false
 		e.cached.Add(uint64(len(o.prompt)))
+		if o.choice == 0 {
+			// Written before the stream's first event, whose send publishes it.
+			o.req.stream.CachedTokens = len(o.prompt)
+		}
 		copy(o.logits, s.logits)
-		if r.roomForToken() {
+		if o.req.roomForToken() {
 			e.sample(o)
 		} else {
 			// The stream is full: recompute the last prompt token when
@@ -995,14 +1017,13 @@ func (e *Engine) share(s *slot) {
 // release ends the wait of choices for their leader s, which stops before
 // it has prefilled: they prefill the prompt themselves.
 func (e *Engine) release(s *slot) {
-	r := s.req
-	if r == nil || r.leader != s {
+	if !s.leads {
 		return
 	}
-	r.leader = nil
+	s.leads = false
 	for i := range e.slots {
-		if o := &e.slots[i]; o.state == slotShare && o.req == r {
-			o.state, o.match = slotPrefill, true
+		if o := &e.slots[i]; o.state == slotShare && o.waitFor == s {
+			o.state, o.match, o.waitFor = slotPrefill, true, nil
 		}
 	}
 }
