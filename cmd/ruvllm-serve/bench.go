@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"os/signal"
 	"sort"
 	"strconv"
@@ -43,11 +44,23 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(threadList, "threads", "", "same as -t")
 	reps := fs.Int("r", 3, "repetitions; the median is reported")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	concurrency := fs.Int("concurrency", 0, "also run C streams at once through the engine (aggregate and per-stream tokens/s, against 1 stream)")
 	prefixReuse := fs.Bool("prefix-reuse", false, "also time the first token of each turn of a 6-turn chat, with prefix reuse and without")
 	turnTokens := fs.Int("turn-tokens", 150, "with --prefix-reuse: new tokens per turn")
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	pList, err := intList(*prompts)
 	if err != nil {
