@@ -917,6 +917,9 @@ func (e *Engine) makeRoom(prefilled, decoded bool) bool {
 	victim.seq.Reset()
 	victim.fed, victim.match = 0, true
 	e.preempt.Add(1)
+	// The victim's blocks stay cached, and it would take them straight
+	// back: it resumes once a choice ends (or nothing else can run).
+	e.prefill = prefillNone
 	return true
 }
 

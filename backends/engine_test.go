@@ -28,6 +28,11 @@ const storiesGreedy = "403 407 261 378 432 383 286 261 376 298 315 421 395 317 4
 // openModel loads a model of the shared test data into a native backend.
 func openModel(tb testing.TB, parts ...string) *native.Backend {
 	tb.Helper()
+	return openModelWith(tb, native.Options{}, parts...)
+}
+
+func openModelWith(tb testing.TB, opt native.Options, parts ...string) *native.Backend {
+	tb.Helper()
 	f, err := gguf.Open(shared.Path(tb, parts...))
 	if err != nil {
 		tb.Fatal(err)
@@ -37,7 +42,7 @@ func openModel(tb testing.TB, parts ...string) *native.Backend {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := native.New(f, cfg, native.Options{})
+	b, err := native.New(f, cfg, opt)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -1090,6 +1095,39 @@ func TestEnginePreemption(t *testing.T) {
 	}
 	if st := e.Stats(); st.Preemptions == 0 {
 		t.Errorf("no preemption counted: %+v", st)
+	}
+}
+
+// TestEnginePreemptionNative: four greedy streams through a KV pool that
+// holds less than half of what they need all get the tokens they get with
+// room to spare, within a bounded number of preemptions.
+func TestEnginePreemptionNative(t *testing.T) {
+	run := func(kvTokens int) ([][]int32, backends.EngineStats) {
+		b := openModelWith(t, native.Options{Threads: 1, KVTokens: kvTokens}, "models", "stories260K.gguf")
+		e := newEngine(t, b, backends.EngineOptions{Parallel: 4, MaxLen: 256})
+		var streams []*backends.Stream
+		for i := range 4 {
+			streams = append(streams, submit(t, e, backends.Request{Prompt: []int32{1, 403, 407, int32(261 + i)}, MaxTokens: 200}))
+		}
+		var out [][]int32
+		for i, s := range streams {
+			c := collect(t, s, 1)[0]
+			if c.err != nil || c.finish != "length" {
+				t.Fatalf("kv %d, stream %d: finish %q, err %v", kvTokens, i, c.finish, c.err)
+			}
+			out = append(out, c.ids())
+		}
+		return out, e.Stats()
+	}
+	want, _ := run(1024)
+	got, st := run(320)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("stream %d differs with a small pool:\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+	if st.Preemptions == 0 || st.Preemptions > 100 {
+		t.Errorf("%d preemptions", st.Preemptions)
 	}
 }
 
