@@ -66,6 +66,12 @@ type gemmFormat struct {
 	// of groupR one at a time, in place of gemv (for layouts without rows).
 	group1     gemmGroupKernel
 	groupTile1 gemmKernel
+
+	// narrow, if set, replaces this format for MatMul of at most
+	// narrow.layout.tokens tokens (batched decode): its group kernels take
+	// smaller groups, which would otherwise be mostly zero padding. Its
+	// scratch fits in this format's (groupBytesPerToken).
+	narrow *gemmFormat
 }
 
 // groupLayout describes the token groups of a format's group kernels.
@@ -73,6 +79,7 @@ type groupLayout struct {
 	tokens     int  // tokens per group
 	blockBytes int  // bytes per block (of groupBlockSize weights) per group
 	rows       bool // the activation rows are kept too (for gemv)
+	pairs      bool // 8 bytes of each token side by side (8-token 512-bit kernels)
 }
 
 // The group layouts (described at packQ8Group and prepJob).
@@ -80,8 +87,10 @@ var (
 	q4Groups8   = groupLayout{tokens: 8, blockBytes: 320, rows: true}
 	q4Groups16  = groupLayout{tokens: 16, blockBytes: 640, rows: true}
 	q8Groups8   = groupLayout{tokens: 8, blockBytes: 288, rows: true}
+	q8Pairs8    = groupLayout{tokens: 8, blockBytes: 288, rows: true, pairs: true}
 	q8Groups16  = groupLayout{tokens: 16, blockBytes: 576, rows: true}
 	f16Groups2  = groupLayout{tokens: 2, blockBytes: 256}
+	q4kGroups8  = groupLayout{tokens: 8, blockBytes: 2208, rows: true, pairs: true}
 	q4kGroups16 = groupLayout{tokens: 16, blockBytes: 4416, rows: true}
 	groupsBound = 16 // the largest Q4_0 and Q8_0 group, for MatScratchBytes
 )
@@ -330,7 +339,10 @@ func quantRowQ8_0ActGeneric(x []float32, dst, side []byte) {
 // group's tokens):
 //
 //   - Q4_0 and Q8_0 with AVX-512 VNNI: groups of 16 tokens, described in
-//     gemm_vnni_amd64.s.
+//     gemm_vnni_amd64.s (and for at most 8 tokens the groups below).
+//   - Q4_K and Q6_K (AVX-512 VNNI): groups of 16 tokens, 4416 bytes a
+//     super-block (gemm_vnni_amd64.s), or of 8 tokens, 2208 bytes, in
+//     another order (gemm_vnni8_amd64.s).
 //   - Q4_0, 8 tokens, 320 bytes a block: four 64-byte slots with the quants
 //     a[0:8], a[16:24], a[8:16], a[24:32] of every token (the activations
 //     that the low and high nibbles of weight bytes 0-7 and 8-15 meet), each
@@ -338,7 +350,10 @@ func quantRowQ8_0ActGeneric(x []float32, dst, side []byte) {
 //     and (2, 3, 6, 7) (q4GroupSlot); then the 8 scales da as float32, and
 //     the 8 values 8·Σa as int32.
 //   - Q8_0, 8 tokens, 288 bytes a block: for each 4-byte lane m of the block
-//     a 32-byte slot with that lane of the 8 tokens; then the 8 da.
+//     a 32-byte slot with that lane of the 8 tokens; then the 8 da. For the
+//     512-bit kernel (q8Pairs8) instead a 64-byte slot per 8-byte lane pair
+//     k with the quants a[8k:8k+8] of every token (token t at 8t), biased
+//     by 128 as in the 16-token groups; then the 8 da.
 //   - F16, 2 tokens, 256 bytes per 32 positions: per 8 positions the first
 //     token's 8 floats (rounded to half precision), then the second's.
 
@@ -356,7 +371,7 @@ type prepJob struct {
 	a       []byte // activation rows; nil when only groups are written
 	aRow    int
 	groups  []byte // nil: no groups
-	gTokens int
+	gLayout groupLayout
 	gBytes  int // bytes per group
 }
 
@@ -365,7 +380,8 @@ func (q *prepJob) Do(task, _ int) {
 	var g []byte
 	p := 0
 	if q.groups != nil {
-		g, p = q.groups[task/q.gTokens*q.gBytes:][:q.gBytes], task%q.gTokens
+		gT := q.gLayout.tokens
+		g, p = q.groups[task/gT*q.gBytes:][:q.gBytes], task%gT
 	}
 	switch q.wt {
 	case Q8_0, Q4_0:
@@ -374,7 +390,7 @@ func (q *prepJob) Do(task, _ int) {
 		side := a[qr:]
 		quantRowQ8_0Act(x, a[:qr], side)
 		if g != nil {
-			packQ8Group(q.wt, q.gTokens, g, p, a[:qr], side)
+			packQ8Group(q.wt, q.gLayout, g, p, a[:qr], side)
 		}
 	case F16:
 		if q.aRow == 2*q.cols { // a single token: the halves as they are
@@ -408,16 +424,37 @@ func (q *prepJob) Do(task, _ int) {
 		}
 		quantRowQ8_K(x, a)
 		if g != nil {
-			packQ8KGroup(g, p, a)
+			packQ8KGroup(g, q.gLayout.tokens, p, a)
 		}
 	}
 }
 
-// packQ8KGroup puts token p's Q8_K row into the Q4_K and Q6_K group g (16
-// tokens; the layout is described in gemm_vnni_amd64.s).
-func packQ8KGroup(g []byte, p int, row []byte) {
+// packQ8KGroup puts token p's Q8_K row into the Q4_K and Q6_K group g of
+// tokens tokens (16 or 8; the layouts are described in gemm_vnni_amd64.s
+// and gemm_vnni8_amd64.s).
+func packQ8KGroup(g []byte, tokens, p int, row []byte) {
+	gBytes := 276 * tokens
 	for b := range len(row) / bytesQ8_K {
-		blk, gb := row[b*bytesQ8_K:(b+1)*bytesQ8_K], g[4416*b:4416*(b+1)]
+		blk, gb := row[b*bytesQ8_K:(b+1)*bytesQ8_K], g[gBytes*b:gBytes*(b+1)]
+		// P(j) = the sums of sub-block j's two 16s.
+		var sums [8]int16
+		for j := range sums {
+			sums[j] = int16(le.Uint16(blk[260+4*j:])) + int16(le.Uint16(blk[262+4*j:]))
+		}
+		if tokens == 8 {
+			// Per 8-byte lane pair k of sub-block j a 64-byte slot.
+			for j := range 8 {
+				for k := range 4 {
+					o := 64*(4*j+k) + 8*p
+					copy(gb[o:o+8], blk[4+32*j+8*k:12+32*j+8*k])
+				}
+			}
+			copy(gb[2048+4*p:2052+4*p], blk[0:4])
+			for j, v := range sums {
+				le.PutUint16(gb[2080+64*(j/4)+8*p+2*(j%4):], uint16(v))
+			}
+			continue
+		}
 		for j := range 8 {
 			for m := range 8 {
 				o := 64*(8*j+m) + 4*p
@@ -426,18 +463,16 @@ func packQ8KGroup(g []byte, p int, row []byte) {
 		}
 		copy(gb[4096+4*p:4100+4*p], blk[0:4])
 		for i := range 4 {
-			// P(j) = the sums of sub-block j's two 16s.
-			p0 := int16(le.Uint16(blk[260+8*i:])) + int16(le.Uint16(blk[262+8*i:]))
-			p1 := int16(le.Uint16(blk[264+8*i:])) + int16(le.Uint16(blk[266+8*i:]))
-			le.PutUint16(gb[4160+64*i+4*p:], uint16(p0))
-			le.PutUint16(gb[4162+64*i+4*p:], uint16(p1))
+			le.PutUint16(gb[4160+64*i+4*p:], uint16(sums[2*i]))
+			le.PutUint16(gb[4162+64*i+4*p:], uint16(sums[2*i+1]))
 		}
 	}
 }
 
 // packQ8Group puts token p's Q8_0 row (side: its side table) into the
-// group g (of tokens tokens) of weights of type wt.
-func packQ8Group(wt DType, tokens int, g []byte, p int, row, side []byte) {
+// group g (of layout l) of weights of type wt.
+func packQ8Group(wt DType, l groupLayout, g []byte, p int, row, side []byte) {
+	tokens := l.tokens
 	for b := range len(row) / bytesQ8_0 {
 		blk := row[b*bytesQ8_0 : (b+1)*bytesQ8_0]
 		d, s := le.Uint32(side[8*b:]), le.Uint32(side[8*b+4:])
@@ -459,6 +494,12 @@ func packQ8Group(wt DType, tokens int, g []byte, p int, row, side []byte) {
 			}
 			le.PutUint32(gb[512+4*p:], d)
 			le.PutUint32(gb[576+4*p:], s)
+		case l.pairs: // Q8_0, 8 tokens by 8 bytes, biased by 128
+			gb := g[288*b : 288*(b+1)]
+			for k := range 4 {
+				le.PutUint64(gb[64*k+8*p:], le.Uint64(blk[2+8*k:])^0x8080808080808080)
+			}
+			le.PutUint32(gb[256+4*p:], d)
 		case tokens == 8: // Q8_0
 			gb := g[288*b : 288*(b+1)]
 			for m := range 8 {
@@ -468,9 +509,7 @@ func packQ8Group(wt DType, tokens int, g []byte, p int, row, side []byte) {
 		default: // Q8_0, 16 tokens: the quants biased by 128
 			gb := g[576*b : 576*(b+1)]
 			for m := range 8 {
-				for i := range 4 {
-					gb[64*m+4*p+i] = blk[2+4*m+i] ^ 0x80
-				}
+				le.PutUint32(gb[64*m+4*p:], le.Uint32(blk[2+4*m:])^0x80808080)
 			}
 			le.PutUint32(gb[512+4*p:], d)
 		}
@@ -480,6 +519,9 @@ func packQ8Group(wt DType, tokens int, g []byte, p int, row, side []byte) {
 // matMulBlocked is MatMul with the blocked kernels of f; the sizes have been
 // checked.
 func matMulBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
+	if f.narrow != nil && n <= f.narrow.layout.tokens {
+		f = f.narrow
+	}
 	aRow := blockedActRowBytes(t, cols, n)
 	if aRow == 0 {
 		aRow = tr.VecDotType.RowBytes(cols)
@@ -510,7 +552,7 @@ func matMulBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, 
 			clear(j.groups[len(j.groups)-j.gBytes:])
 		}
 	}
-	q.a, q.groups, q.gTokens, q.gBytes = j.a, j.groups, j.gTokens, j.gBytes
+	q.a, q.groups, q.gLayout, q.gBytes = j.a, j.groups, l, j.gBytes
 	if p == nil || n == 1 {
 		for k := range n {
 			q.Do(k, 0)

@@ -6,8 +6,9 @@ import "golang.org/x/sys/cpu"
 
 // The blocked kernels (gemm.go) in assembly: AVX2 for every CPU the VecDot
 // kernels run on (quantAsm), and AVX-512 (F16) and AVX-512 VNNI (Q4_0,
-// Q8_0, Q4_K, Q6_K) token-group kernels where those run. Every output of
-// every kernel rounds exactly as the format's VecDot.
+// Q8_0, Q4_K, Q6_K) token-group kernels where those run: groups of 16
+// tokens, and of 8 for MatMul of at most 8 tokens. Every output of every
+// kernel rounds exactly as the format's VecDot.
 
 // avx512 reports whether the AVX-512 kernels run (F, VL and DQ; x/sys/cpu
 // sets them only when the OS saves the 512-bit state).
@@ -37,6 +38,15 @@ func init() {
 		q8.group, q8.layout = gemmQ8_0Vx1x16, q8Groups16
 		q4k.group, q4k.groupR, q4k.layout = gemmQ4_KVx1x16, 1, q4kGroups16
 		q6k.group, q6k.groupR, q6k.layout = gemmQ6_KVx1x16, 1, q4kGroups16
+		// 2 to 8 tokens (batched decode): groups of 8 (gemm_vnni8).
+		q4.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
+			group: gemmQ4_0Vx4x8, groupR: 4, layout: q4Groups8}
+		q8.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ8_0,
+			group: gemmQ8_0Vx1x8, groupR: 1, layout: q8Pairs8}
+		q4k.narrow = &gemmFormat{blockSize: QKK, gemv: gemvQ4_K,
+			group: gemmQ4_KVx1x8, groupR: 1, layout: q4kGroups8}
+		q6k.narrow = &gemmFormat{blockSize: QKK, gemv: gemvQ6_K,
+			group: gemmQ6_KVx1x8, groupR: 1, layout: q4kGroups8}
 	}
 	gemmFormats[F16], gemmFormats[Q4_0], gemmFormats[Q8_0] = f16, q4, q8
 	gemmFormats[Q4_K], gemmFormats[Q6_K] = q4k, q6k
@@ -105,7 +115,7 @@ func gemvF16(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
 //go:noescape
 func gemmF16x1x3(nb int, w *byte, wStride int, a *byte, aStride int, out *float32, outStride int)
 
-// AVX-512 (gemm_f16_avx512) and AVX-512 VNNI (gemm_vnni).
+// AVX-512 (gemm_f16_avx512) and AVX-512 VNNI (gemm_vnni, gemm_vnni8).
 
 //go:noescape
 func gemmF16Zx1x2(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
@@ -130,3 +140,15 @@ func gemmQ4_KVx1x16(nb int, w *byte, wStride int, a *byte, out *float32, outStri
 
 //go:noescape
 func gemmQ6_KVx1x16(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
+
+//go:noescape
+func gemmQ4_0Vx4x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
+
+//go:noescape
+func gemmQ4_KVx1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
+
+//go:noescape
+func gemmQ6_KVx1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
+
+//go:noescape
+func gemmQ8_0Vx1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -147,6 +150,87 @@ func TestGemmKernelsMatchGeneric(t *testing.T) {
 	}
 }
 
+// groupOperands returns rows weight rows of cols weights in format t,
+// wStride bytes apart, and nt tokens of random activations prepared for the
+// group kernels of layout l: their rows (aRow bytes each) and one group,
+// zero past token nt as matMulBlocked leaves it.
+func groupOperands(r *rand.Rand, t DType, l groupLayout, rows, cols, nt int) (w []byte, wStride int, a []byte, aRow int, g []byte) {
+	tr, _ := TraitsOf(t)
+	w, wStride, _, _ = gemmOperands(r, t, rows, cols, 6, 0, 0)
+	aRow = blockedActRowBytes(t, cols, nt)
+	x := make([]float32, 0, nt*cols)
+	for range nt {
+		x = append(x, randomRow(r, cols)...)
+	}
+	a = make([]byte, nt*aRow)
+	g = make([]byte, l.blockBytes*(cols/groupBlockSize(t)))
+	q := prepJob{wt: t, at: tr.VecDotType, x: x, cols: cols, a: a, aRow: aRow, groups: g, gLayout: l, gBytes: len(g)}
+	for k := range nt {
+		q.Do(k, 0)
+	}
+	return w, wStride, a, aRow, g
+}
+
+// kernelName is the name of the function k, for test names.
+func kernelName(k any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(k).Pointer()).Name()
+	return name[strings.LastIndexByte(name, '.')+1:]
+}
+
+// TestGemmGroupKernelsMatchGeneric runs every token-group kernel (the wide
+// and the narrow ones this CPU picks, and those it does not) on one group of
+// 1 to a full group of tokens against the generic VecDot of every output,
+// to the bit, and checks that it writes nothing else.
+func TestGemmGroupKernelsMatchGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(55, 56))
+	for _, dt := range gemmTestTypes {
+		f := gemmFormats[dt]
+		if f == nil || dt == F16 { // F16's groups replace the rows: see TestMatMulBlockedMatchesVecDot
+			continue
+		}
+		variants := append([]*gemmFormat{f, f.narrow}, gemmGroupVariants(dt)...)
+		generic := genericVecDots[dt]
+		for _, v := range variants {
+			if v == nil || v.group == nil {
+				continue
+			}
+			l := v.layout
+			for _, nb := range []int{1, 3, 9} {
+				cols := nb * v.blockSize
+				for nt := 1; nt <= l.tokens; nt++ {
+					if l.tokens > 8 && nt > 2 && nt < l.tokens-1 {
+						continue // the wide groups: the edges suffice
+					}
+					t.Run(fmt.Sprintf("%v/%s/cols=%d/nt=%d", dt, kernelName(v.group), cols, nt), func(t *testing.T) {
+						w, ws, a, aRow, g := groupOperands(r, dt, l, v.groupR, cols, nt)
+						outStride := v.groupR + 3
+						out := make([]float32, l.tokens*outStride)
+						for i := range out {
+							out[i] = 12345
+						}
+						v.group(nb, &w[0], ws, &g[0], &out[0], outStride, nt)
+						for tok := range l.tokens {
+							for i := range outStride {
+								got := out[tok*outStride+i]
+								if tok >= nt || i >= v.groupR {
+									if got != 12345 {
+										t.Fatalf("token %d: wrote outside the tile at %d", tok, i)
+									}
+									continue
+								}
+								want := generic(cols, w[i*ws:(i+1)*ws], dotActs(dt, cols, a, aRow, tok))
+								if math.Float32bits(got) != math.Float32bits(want) {
+									t.Fatalf("row %d token %d: %g, generic %g", i, tok, got, want)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestMatMulBlockedMatchesVecDot checks the blocked MatMul (tiles, token
 // groups, gemv, leftover rows and tokens, several chunks) against the pure-Go
 // VecDot of every output, to the bit.
@@ -160,7 +244,7 @@ func TestMatMulBlockedMatchesVecDot(t *testing.T) {
 			continue
 		}
 		tr, _ := TraitsOf(dt)
-		for _, c := range []struct{ rows, n int }{{8, 1}, {53, 1}, {200, 1}, {53, 3}, {gemmRowChunk + 11, 9}, {37, gemmTokChunk + 6}} {
+		for _, c := range []struct{ rows, n int }{{8, 1}, {53, 1}, {200, 1}, {6, 2}, {53, 3}, {13, 5}, {gemmRowChunk + 11, 8}, {gemmRowChunk + 11, 9}, {37, gemmTokChunk + 6}} {
 			t.Run(fmt.Sprintf("%v/rows=%d/n=%d", dt, c.rows, c.n), func(t *testing.T) {
 				cols := 2 * max(f.blockSize, 128)
 				w, ws, _, _ := gemmOperands(r, dt, c.rows, cols, 0, 0, 0)
@@ -173,11 +257,14 @@ func TestMatMulBlockedMatchesVecDot(t *testing.T) {
 				// Also without the group kernels: the tiles that CPUs without
 				// them (or formats without groups) use.
 				noGroups := *f
-				noGroups.group, noGroups.groupTile = nil, nil
+				noGroups.group, noGroups.groupTile, noGroups.narrow = nil, nil, nil
+				// And the wide groups where narrow ones take few tokens.
+				wide := *f
+				wide.narrow = nil
 				runs := []struct {
 					f    *gemmFormat
 					pool *Pool
-				}{{f, nil}, {f, p}, {&noGroups, p}}
+				}{{f, nil}, {f, p}, {&noGroups, p}, {&wide, p}}
 				for _, alt := range gemmGroupVariants(dt) {
 					runs = append(runs, struct {
 						f    *gemmFormat
@@ -286,12 +373,34 @@ func BenchmarkGemvKernelsDRAM(b *testing.B) {
 }
 
 // BenchmarkGemmKernels times one tile kernel call per format on operands
-// in cache, and reports its multiply-adds per second.
+// in cache, and reports its multiply-adds per second; for the token-group
+// kernels (wide and narrow) one call on 8 tokens, the batched decode of 8
+// streams, counting only those tokens' multiply-adds.
 func BenchmarkGemmKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(47, 48))
 	for _, dt := range gemmTestTypes {
 		f := gemmFormats[dt]
-		if f == nil || f.gemm == nil {
+		if f == nil {
+			continue
+		}
+		for _, v := range []*gemmFormat{f, f.narrow} {
+			if dt == F16 || v == nil || v.group == nil {
+				continue
+			}
+			const nt = 8
+			for _, cols := range []int{768, 2048} {
+				_, _, _, _, g := groupOperands(r, dt, v.layout, 0, cols, nt)
+				w, ws, _, _ := gemmOperands(r, dt, v.groupR, cols, 0, 0, 0)
+				out := make([]float32, v.layout.tokens*v.groupR)
+				b.Run(fmt.Sprintf("%v/%s/n=%d/cols=%d", dt, kernelName(v.group), nt, cols), func(b *testing.B) {
+					for b.Loop() {
+						v.group(cols/v.blockSize, &w[0], ws, &g[0], &out[0], v.groupR, nt)
+					}
+					b.ReportMetric(float64(v.groupR*nt*cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+				})
+			}
+		}
+		if f.gemm == nil {
 			continue
 		}
 		for _, cols := range []int{768, 2048} {
@@ -383,7 +492,8 @@ func TestQuantRowQ8_K(t *testing.T) {
 }
 
 // TestMatMulBlockedDoesNotAllocate: the blocked path (activation prep, token
-// groups, kernels) allocates nothing, on one token and on a prompt.
+// groups, kernels) allocates nothing, on one token, on 8 (the narrow groups)
+// and on a prompt.
 func TestMatMulBlockedDoesNotAllocate(t *testing.T) {
 	r := rand.New(rand.NewPCG(53, 54))
 	p := NewPool(2)
@@ -392,16 +502,18 @@ func TestMatMulBlockedDoesNotAllocate(t *testing.T) {
 		if gemmFormats[dt] == nil {
 			continue
 		}
-		const rows, cols, n = 40, 512, 20
+		const rows, cols = 40, 512
 		w, _, _, _ := gemmOperands(r, dt, rows, cols, 0, 0, 0)
-		x, out := randF32(r, n*cols, 1), make([]float32, n*rows)
-		scratch := make([]byte, MatScratchBytes(dt, cols, n))
-		for _, pool := range []*Pool{nil, p} {
-			if a := testing.AllocsPerRun(20, func() { MatVec(pool, dt, w, rows, cols, x[:cols], out[:rows], scratch) }); a != 0 {
-				t.Errorf("%v MatVec allocates %v times", dt, a)
-			}
-			if a := testing.AllocsPerRun(20, func() { MatMul(pool, dt, w, rows, cols, x, n, out, scratch) }); a != 0 {
-				t.Errorf("%v MatMul allocates %v times", dt, a)
+		for _, n := range []int{8, 20} { // batched decode, a prompt
+			x, out := randF32(r, n*cols, 1), make([]float32, n*rows)
+			scratch := make([]byte, MatScratchBytes(dt, cols, n))
+			for _, pool := range []*Pool{nil, p} {
+				if a := testing.AllocsPerRun(20, func() { MatVec(pool, dt, w, rows, cols, x[:cols], out[:rows], scratch) }); a != 0 {
+					t.Errorf("%v MatVec allocates %v times", dt, a)
+				}
+				if a := testing.AllocsPerRun(20, func() { MatMul(pool, dt, w, rows, cols, x, n, out, scratch) }); a != 0 {
+					t.Errorf("%v MatMul of %d tokens allocates %v times", dt, n, a)
+				}
 			}
 		}
 	}
