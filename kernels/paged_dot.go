@@ -84,41 +84,21 @@ func checkPaged(op string, baseLen int, offs []int, seg, stride, n, rows int) {
 // dotHalvesPagedGeneric is the pure-Go twin of DotHalvesPaged on checked
 // shapes with len(x) > 0.
 func dotHalvesPagedGeneric(base []uint16, offs []int, seg, stride int, x []uint16, out []float32, gemm bool) {
-	n := len(x)
-	for r := range out {
-		row := r * stride
-		if gemm && n%8 == 0 {
-			var acc [8]float32
-			for s, off := range offs {
-				lo, size := s*seg, min(seg, n-s*seg)
-				gemmSteps(&acc, size, halfBytes(base[off+row:][:size]), halfBytes(x[lo:][:size]), f16At)
-			}
-			out[r] = hsum8(&acc)
-			continue
-		}
-		var acc floatLanes
-		body := n &^ 31
-		for s, off := range offs {
-			lo := s * seg
-			size := min(seg, body-lo)
-			if size <= 0 {
-				break
-			}
-			laneSteps(&acc, size, halfBytes(base[off+row:][:size]), halfBytes(x[lo:][:size]), f16At)
-		}
-		t := acc.combine()
-		sum := reduceF32x8(&t)
-		if tail := n - body; tail > 0 {
-			w := base[offs[len(offs)-1]+row+body-(len(offs)-1)*seg:][:tail]
-			sum = dotTailF16(sum, 0, tail, halfBytes(w), halfBytes(x[body:]))
-		}
-		out[r] = sum
-	}
+	dotPagedGeneric(base, offs, seg, stride, x, out, gemm, halfBytes, f16At, dotTailF16)
 }
 
 // dotFloatsPagedGeneric is the pure-Go twin of DotFloatsPaged on checked
-// shapes with len(x) > 0.
+// shapes with len(x) > 0. Its tail: body is a multiple of 4, so dotTailF32
+// groups the tail counted from 0 as it groups it counted from body.
 func dotFloatsPagedGeneric(base []float32, offs []int, seg, stride int, x []float32, out []float32, gemm bool) {
+	dotPagedGeneric(base, offs, seg, stride, x, out, gemm, floatBytes, f32At, dotTailF32)
+}
+
+// dotPagedGeneric is the paged dot of elements of type T, seen as bytes by
+// asBytes and read by at; tail adds the elements past the last whole 32 as
+// the format's contiguous dot does.
+func dotPagedGeneric[T uint16 | float32](base []T, offs []int, seg, stride int, x []T, out []float32, gemm bool,
+	asBytes func([]T) []byte, at func([]byte, int) float32, tail func(s float32, from, n int, w, a []byte) float32) {
 	n := len(x)
 	for r := range out {
 		row := r * stride
@@ -126,7 +106,7 @@ func dotFloatsPagedGeneric(base []float32, offs []int, seg, stride int, x []floa
 			var acc [8]float32
 			for s, off := range offs {
 				lo, size := s*seg, min(seg, n-s*seg)
-				gemmSteps(&acc, size, floatBytes(base[off+row:][:size]), floatBytes(x[lo:][:size]), f32At)
+				gemmSteps(&acc, size, asBytes(base[off+row:][:size]), asBytes(x[lo:][:size]), at)
 			}
 			out[r] = hsum8(&acc)
 			continue
@@ -139,15 +119,13 @@ func dotFloatsPagedGeneric(base []float32, offs []int, seg, stride int, x []floa
 			if size <= 0 {
 				break
 			}
-			laneSteps(&acc, size, floatBytes(base[off+row:][:size]), floatBytes(x[lo:][:size]), f32At)
+			laneSteps(&acc, size, asBytes(base[off+row:][:size]), asBytes(x[lo:][:size]), at)
 		}
 		t := acc.combine()
 		sum := reduceF32x8(&t)
-		if tail := n - body; tail > 0 {
-			w := base[offs[len(offs)-1]+row+body-(len(offs)-1)*seg:][:tail]
-			// body is a multiple of 4, so dotTailF32 groups the tail
-			// counted from 0 as it groups it counted from body.
-			sum = dotTailF32(sum, 0, tail, floatBytes(w), floatBytes(x[body:]))
+		if rest := n - body; rest > 0 {
+			w := base[offs[len(offs)-1]+row+body-(len(offs)-1)*seg:][:rest]
+			sum = tail(sum, 0, rest, asBytes(w), asBytes(x[body:]))
 		}
 		out[r] = sum
 	}

@@ -138,18 +138,10 @@ func (t *BlockTable) Commit() {
 func (t *BlockTable) Match(tokens []int) int {
 	t.Release()
 	p := t.pool
-	parentHash, parentID := t.namespace, t.namespace
-	for i := range min(len(tokens), t.maxLen) / p.bt {
-		blk := tokens[i*p.bt : (i+1)*p.bt]
-		h := p.hash(parentHash, blk)
-		b := p.lookup(h, parentID, i == 0, blk)
-		if b < 0 {
-			break
-		}
+	t.chain(tokens, func(b int) {
 		p.incRef(b)
 		t.blocks = append(t.blocks, b)
-		parentHash, parentID = h, p.meta[b].id
-	}
+	})
 	n := len(t.blocks) * p.bt
 	t.tokens = append(t.tokens, tokens[:n]...)
 	t.committed = len(t.blocks)
@@ -191,20 +183,27 @@ func (t *BlockTable) Reuse(tokens []int, limit int) int {
 // probe is the number of tokens Match would find in the index, changing
 // nothing.
 func (t *BlockTable) probe(tokens []int) int {
+	n := 0
+	t.chain(tokens, func(int) { n += t.pool.bt })
+	return n
+}
+
+// chain calls visit with each block of the longest chain of cached full
+// blocks of the table's namespace that starts tokens, at most MaxLen
+// positions, in order.
+func (t *BlockTable) chain(tokens []int, visit func(b int)) {
 	p := t.pool
 	parentHash, parentID := t.namespace, t.namespace
-	n := 0
 	for i := range min(len(tokens), t.maxLen) / p.bt {
 		blk := tokens[i*p.bt : (i+1)*p.bt]
 		h := p.hash(parentHash, blk)
 		b := p.lookup(h, parentID, i == 0, blk)
 		if b < 0 {
-			break
+			return
 		}
-		n += p.bt
+		visit(b)
 		parentHash, parentID = h, p.meta[b].id
 	}
-	return n
 }
 
 // Match is NewTable followed by the table's Match: a new table sharing the
