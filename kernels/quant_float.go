@@ -288,6 +288,16 @@ func DotHalvesRows(rows []uint16, stride int, x []uint16, out []float32, gemm bo
 	if stride < n || (len(out)-1)*stride+n > len(rows) {
 		panic(fmt.Sprintf("kernels: DotHalvesRows of %d rows of %d halves, stride %d, from %d halves", len(out), n, stride, len(rows)))
 	}
+	if dotHalvesRowsAsm(rows, stride, x, out, gemm) {
+		return
+	}
+	dotHalvesRowByRow(rows, stride, x, out, gemm)
+}
+
+// dotHalvesRowByRow is DotHalvesRows on checked shapes, one kernel call a
+// row: the path for the lengths the row-wise kernels do not take.
+func dotHalvesRowByRow(rows []uint16, stride int, x []uint16, out []float32, gemm bool) {
+	n := len(x)
 	dot := vecDotHalves
 	if gemm {
 		dot = gemmDotHalves
