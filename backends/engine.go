@@ -202,7 +202,10 @@ type Engine struct {
 	done    chan struct{} // closed by Close
 	exited  chan struct{} // closed when the loop has returned
 	kvBytes atomic.Int64
-	kvStats atomic.Pointer[kvcache.Stats]
+	// kvMu guards kvStats, a copy of the pools' state for Stats (a value,
+	// so that publishing it each step allocates nothing).
+	kvMu    sync.Mutex
+	kvStats kvcache.Stats
 	preempt atomic.Uint64
 	prompt  atomic.Uint64
 	gen     atomic.Uint64
@@ -368,9 +371,9 @@ func (e *Engine) Stats() EngineStats {
 		CachedTokens:    e.cached.Load(),
 		Preemptions:     e.preempt.Load(),
 	}
-	if kv := e.kvStats.Load(); kv != nil {
-		st.KV = *kv
-	}
+	e.kvMu.Lock()
+	st.KV = e.kvStats
+	e.kvMu.Unlock()
 	return st
 }
 
@@ -806,29 +809,42 @@ func (e *Engine) step() bool {
 	}
 	err := e.b.Forward(e.steps)
 	full := errors.Is(err, kvcache.ErrPoolFull)
+	if err != nil && !full {
+		for i := range e.steps {
+			e.owner[i].seq.Reset()
+		}
+	}
+	gaveUp := full && !e.makeRoom(len(e.steps) > decodes, decodes > 0)
+	if gaveUp {
+		for i := range e.slots {
+			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
+				s.seq.Reset()
+			}
+		}
+	}
+	// Published before any stream of this step ends, so that whoever saw
+	// the end reads figures that count it.
+	e.updateKVBytes()
 	for i := range e.steps {
 		s := e.owner[i]
 		s.req.reserved = 0
 		switch {
 		case full:
-			// Nothing ran; makeRoom below decides who waits.
+			// Nothing ran; makeRoom decided who waits.
 		case err != nil:
-			s.seq.Reset()
 			e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
 		default:
 			e.after(s, &e.steps[i])
 		}
 		e.steps[i], e.owner[i] = Step{}, nil // drop references to buffers
 	}
-	if full && !e.makeRoom(len(e.steps) > decodes, decodes > 0) {
+	if gaveUp {
 		for i := range e.slots {
 			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
-				s.seq.Reset()
 				e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
 			}
 		}
 	}
-	e.updateKVBytes()
 	return true
 }
 
@@ -1172,7 +1188,9 @@ func (e *Engine) closeSequences() {
 func (e *Engine) updateKVBytes() {
 	if kp, ok := e.b.(KVPools); ok {
 		st := kp.KVStats()
-		e.kvStats.Store(&st)
+		e.kvMu.Lock()
+		e.kvStats = st
+		e.kvMu.Unlock()
 		e.kvBytes.Store(st.TotalBytes)
 		return
 	}
