@@ -264,7 +264,7 @@ func TestForwardRejects(t *testing.T) {
 		})
 	}
 	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: info.ContextLength + 1}); err == nil {
-		t.Fatal("a sequence longer than the context was made")
+		t.Fatal("a sequence longer than the KV pool (the context, by default) was made")
 	}
 	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: -1}); err == nil {
 		t.Fatal("a sequence of negative length was made")

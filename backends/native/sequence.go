@@ -28,9 +28,11 @@ type sequence struct {
 }
 
 // NewSequence makes an empty sequence of up to opts.MaxLen tokens (the
-// model's trained context when 0, and never more than it) in the backend's
-// KV pool of precision opts.KV, which the first sequence of that precision
-// allocates (Options.KVBytes or KVTokens).
+// model's trained context when 0) in the backend's KV pool of precision
+// opts.KV, which the first sequence of that precision allocates
+// (Options.KVBytes or KVTokens). A sequence may be longer than the trained
+// context, as llama.cpp allows, when the pool holds it; the model's quality
+// past its training is the caller's to weigh.
 func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence, error) {
 	if b.closed {
 		return nil, backends.ErrClosed
@@ -39,8 +41,8 @@ func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence,
 	if n == 0 {
 		n = b.cfg.ContextLength
 	}
-	if n < 0 || n > b.cfg.ContextLength {
-		return nil, fmt.Errorf("native: sequence length %d is outside 1 … %d, the model's context length", n, b.cfg.ContextLength)
+	if n < 0 {
+		return nil, fmt.Errorf("native: sequence length %d is negative", n)
 	}
 	p, err := b.kvPool(opts.KV)
 	if err != nil {
