@@ -220,8 +220,8 @@ const (
 	slotPrefill
 	slotDecode
 	slotEmbed
-	// slotShare waits for the slot of choice 0 of its request to prefill
-	// the prompt, to share its cache and first logits.
+	// slotShare waits for the slot prefilling the same prompt (waitFor)
+	// to share its cache and first logits.
 	slotShare
 )
 
@@ -253,8 +253,8 @@ type slot struct {
 	failed   error  // set by start when the choice cannot run in the slot
 	fed      int    // prompt tokens in the sequence
 	// match is set while the prefix of prompt to reuse is still to be
-	// looked up, when the slot first prefills: by then choice 0 of the same
-	// request or a preempted choice may have cached more of it.
+	// looked up, when the slot first prefills: by then other choices, or
+	// this one before it was preempted, may have cached more of it.
 	match bool
 	// resume is set on a decoding choice that lost its cache: prompt is
 	// then every token it held, which it prefills without sampling before
