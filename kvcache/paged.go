@@ -61,13 +61,14 @@ type PoolOptions struct {
 // block's keys or values are one contiguous range (one copy for
 // copy-on-write, one range to spill later):
 //
-//	keys   (blocks, layers, block_tokens, kv_heads, head_dim):   a token's keys are one row
-//	values (blocks, layers, kv_heads, head_dim_v, block_tokens): transposed within the block,
-//	                                                             as Cache's values
+//	keys   (blocks, layers, kv_heads, block_tokens, head_dim)
+//	values (blocks, layers, kv_heads, head_dim_v, block_tokens): transposed within the block
 //
 // so one block of one layer is what attention reads for block_tokens
-// positions: keys (block_tokens, kv_heads, head_dim) and values
-// (kv_heads, head_dim_v, block_tokens).
+// positions, each kv head's part contiguous: keys (kv_heads, block_tokens,
+// head_dim), one row per position, and values (kv_heads, head_dim_v,
+// block_tokens), one row per value element, as llama.cpp's cache holds them
+// transposed without flash attention.
 //
 // Every block is in one of three states: used (reference count > 0, held by
 // tables), cached (count 0 but registered in the prefix index; on the LRU
@@ -233,11 +234,11 @@ func (p *Pool) BlockBytes() int64 {
 	return int64(p.blockK+p.blockV) * int64(p.opt.Type.DType().RowBytes(1))
 }
 
-// KeysF16 is the keys of block b in layer, (block_tokens, kv_heads,
+// KeysF16 is the keys of block b in layer, (kv_heads, block_tokens,
 // head_dim); nil for an F32 pool.
 func (p *Pool) KeysF16(b, layer int) []uint16 { return blockSlice(p.k16, b, p.blockK, layer, p.layerK) }
 
-// KeysF32 is the keys of block b in layer, (block_tokens, kv_heads,
+// KeysF32 is the keys of block b in layer, (kv_heads, block_tokens,
 // head_dim); nil for an F16 pool.
 func (p *Pool) KeysF32(b, layer int) []float32 {
 	return blockSlice(p.k32, b, p.blockK, layer, p.layerK)
@@ -470,7 +471,10 @@ func (p *Pool) zeroTail(b, from int) {
 
 func zeroTail[T uint16 | float32](p *Pool, k, v []T, b, from int) {
 	for l := range p.opt.Layers {
-		clear(blockSlice(k, b, p.blockK, l, p.layerK)[from*p.kRow:])
+		kl, hd := blockSlice(k, b, p.blockK, l, p.layerK), p.opt.HeadDim
+		for h := range p.opt.KVHeads {
+			clear(kl[(h*p.bt+from)*hd : (h+1)*p.bt*hd])
+		}
 		vl := blockSlice(v, b, p.blockV, l, p.layerV)
 		for r := 0; r < len(vl); r += p.bt {
 			clear(vl[r+from : r+p.bt])

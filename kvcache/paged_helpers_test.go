@@ -111,8 +111,11 @@ func checkData(tab *BlockTable) error {
 func blockIsZeroFrom(p *Pool, b, from int) bool {
 	for l := range p.opt.Layers {
 		if p.opt.Type == F16 {
-			if slices.ContainsFunc(p.KeysF16(b, l)[from*p.kRow:], func(x uint16) bool { return x != 0 }) {
-				return false
+			k := p.KeysF16(b, l)
+			for r := 0; r < len(k); r += p.bt * p.opt.HeadDim {
+				if slices.ContainsFunc(k[r+from*p.opt.HeadDim:r+p.bt*p.opt.HeadDim], func(x uint16) bool { return x != 0 }) {
+					return false
+				}
 			}
 			v := p.ValuesF16(b, l)
 			for r := 0; r < len(v); r += p.bt {
@@ -122,8 +125,11 @@ func blockIsZeroFrom(p *Pool, b, from int) bool {
 			}
 			continue
 		}
-		if slices.ContainsFunc(p.KeysF32(b, l)[from*p.kRow:], func(x float32) bool { return x != 0 }) {
-			return false
+		k := p.KeysF32(b, l)
+		for r := 0; r < len(k); r += p.bt * p.opt.HeadDim {
+			if slices.ContainsFunc(k[r+from*p.opt.HeadDim:r+p.bt*p.opt.HeadDim], func(x float32) bool { return x != 0 }) {
+				return false
+			}
 		}
 		v := p.ValuesF32(b, l)
 		for r := 0; r < len(v); r += p.bt {

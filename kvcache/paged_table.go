@@ -261,15 +261,27 @@ func (t *BlockTable) Store(layer, pos int, k, v []float32) {
 		}
 		m := min(n, p.bt-off)
 		if p.opt.Type == F16 {
-			kernels.FP32ToFP16Row(k[:m*p.kRow], p.KeysF16(b, layer)[off*p.kRow:(off+m)*p.kRow])
+			storeKeys(p.KeysF16(b, layer), k[:m*p.kRow], p.opt.HeadDim, p.bt, off, kernels.FP32ToFP16Row)
 			storeValuesF16(p.ValuesF16(b, layer), v[:m*p.vRows], p.bt, off)
 		} else {
-			copy(p.KeysF32(b, layer)[off*p.kRow:(off+m)*p.kRow], k[:m*p.kRow])
+			storeKeys(p.KeysF32(b, layer), k[:m*p.kRow], p.opt.HeadDim, p.bt, off, func(src, dst []float32) { copy(dst, src) })
 			storeValuesF32(p.ValuesF32(b, layer), v[:m*p.vRows], p.bt, off)
 		}
 		k, v = k[m*p.kRow:], v[m*p.vRows:]
 		pos += m
 		n -= m
+	}
+}
+
+// storeKeys puts the keys k (m, heads, hd) of m tokens into a block's keys
+// dst (heads, bt, hd) from offset off, each head's row converted by put.
+func storeKeys[T uint16 | float32](dst []T, k []float32, hd, bt, off int, put func(src []float32, dst []T)) {
+	heads := len(dst) / (bt * hd)
+	for t := range len(k) / (heads * hd) {
+		for h := range heads {
+			at := (h*bt + off + t) * hd
+			put(k[(t*heads+h)*hd:][:hd], dst[at:at+hd])
+		}
 	}
 }
 
@@ -306,7 +318,7 @@ func storeValuesF16(dst []uint16, v []float32, bt, off int) {
 func (t *BlockTable) KeyAt(layer, pos, h, i int) float32 {
 	p := t.pool
 	b, off := t.Locate(pos)
-	j := (off*p.opt.KVHeads+h)*p.opt.HeadDim + i
+	j := (h*p.bt+off)*p.opt.HeadDim + i
 	if p.opt.Type == F16 {
 		return kernels.FP16ToFP32(p.KeysF16(b, layer)[j])
 	}

@@ -138,7 +138,7 @@ func TestPagedLayout(t *testing.T) {
 							for i := range o.HeadDim {
 								want := round(ks[l][(pos*o.KVHeads+h)*o.HeadDim+i])
 								// keys (block_tokens, kv_heads, head_dim)
-								if got := raw(p.KeysF16(b, l), p.KeysF32(b, l), (off*o.KVHeads+h)*o.HeadDim+i); got != want {
+								if got := raw(p.KeysF16(b, l), p.KeysF32(b, l), (h*o.BlockTokens+off)*o.HeadDim+i); got != want {
 									t.Fatalf("keys of block %d layer %d [%d][%d][%d] = %g, want %g", b, l, off, h, i, got, want)
 								}
 								if got := tab.KeyAt(l, pos, h, i); got != want {

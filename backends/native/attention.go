@@ -79,7 +79,7 @@ func (j *attnJob) Do(task, worker int) {
 	n := pos + 1 // positions this token sees
 	t := sg.seq.table
 	p, blocks := t.Pool(), t.Blocks()
-	bt, kvRow := p.BlockTokens(), cfg.KVHeads*hd
+	bt := p.BlockTokens()
 	q := bf.q[(r*heads+h)*hd:][:hd]
 	out := bf.att[(r*heads+h)*hd:][:hd]
 	s := &bf.attn[worker]
@@ -100,7 +100,7 @@ func (j *attnJob) Do(task, worker int) {
 		kernels.FP32ToFP16Row(q, s.q16)
 		for i, blk := range blocks[:nb] {
 			t0 := i * bt
-			kernels.DotHalvesRows(p.KeysF16(blk, l)[g*hd:], kvRow, s.q16, scores[t0:min(t0+bt, n)], batched)
+			kernels.DotHalvesRows(p.KeysF16(blk, l)[g*bt*hd:], hd, s.q16, scores[t0:min(t0+bt, n)], batched)
 		}
 		for t := range scores {
 			scores[t] *= b.attnScale
@@ -119,7 +119,7 @@ func (j *attnJob) Do(task, worker int) {
 	for i, blk := range blocks[:nb] {
 		keys := p.KeysF32(blk, l)
 		for t := i * bt; t < min((i+1)*bt, n); t++ {
-			scores[t] = dot(keys[(t-i*bt)*kvRow+g*hd:][:hd], q) * b.attnScale
+			scores[t] = dot(keys[(g*bt+t-i*bt)*hd:][:hd], q) * b.attnScale
 		}
 	}
 	kernels.Softmax(scores)
