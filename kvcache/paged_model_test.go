@@ -44,7 +44,7 @@ func runRandomOps(t *testing.T, p *Pool, r *rand.Rand, ops int) {
 	const maxTables = 6
 	bt := p.BlockTokens()
 	var tables []*BlockTable
-	var counts [8]int
+	var counts [10]int
 	poolFull := 0
 	appendCounted := func(tab *BlockTable, tokens []int) {
 		if errors.Is(appendChecked(t, p, tab, tokens), ErrPoolFull) {
@@ -70,7 +70,7 @@ func runRandomOps(t *testing.T, p *Pool, r *rand.Rand, ops int) {
 	}
 	pick := func() *BlockTable { return tables[r.IntN(len(tables))] }
 	for step := range ops {
-		op := r.IntN(8)
+		op := r.IntN(10)
 		if len(tables) == 0 {
 			op = 0
 		}
@@ -148,6 +148,29 @@ func runRandomOps(t *testing.T, p *Pool, r *rand.Rand, ops int) {
 			}
 			desc = "fork"
 			tables = append(tables, pick().Fork())
+		case 8: // reuse the cached prefix of a prompt, as the engine does
+			tab := pick()
+			pr := prompt()
+			limit := r.IntN(len(pr) + 1)
+			own := 0
+			for own < min(tab.Len(), limit) && tab.Tokens()[own] == pr[own] {
+				own++
+			}
+			n := tab.Reuse(pr, limit)
+			desc = fmt.Sprintf("reuse %d of a prompt of %d (limit %d, own prefix %d)", n, len(pr), limit, own)
+			if n < own || n > limit || tab.Len() != n || !slices.Equal(tab.Tokens(), pr[:n]) {
+				t.Fatalf("step %d: %s: wrong reuse", step, desc)
+			}
+		case 9: // share another table's tokens, as n choices do
+			dst, src := pick(), pick()
+			if src.Len() > dst.MaxLen() || src == dst {
+				continue
+			}
+			desc = fmt.Sprintf("share %d tokens into a table of %d", src.Len(), dst.Len())
+			dst.Share(src)
+			if !slices.Equal(dst.Tokens(), src.Tokens()) || !slices.Equal(dst.Blocks(), src.Blocks()) {
+				t.Fatalf("step %d: %s: the tables differ", step, desc)
+			}
 		case 7:
 			i := r.IntN(len(tables))
 			desc = "release"
@@ -179,6 +202,9 @@ func appendChecked(t *testing.T, p *Pool, tab *BlockTable, tokens []int) error {
 	need := (n+len(tokens)+p.bt-1)/p.bt - len(blocks)
 	if n%p.bt != 0 && p.meta[blocks[len(blocks)-1]].ref > 1 {
 		need++
+	}
+	if got := tab.Need(len(tokens)); got != need {
+		t.Fatalf("Need(%d) after %d = %d, want %d", len(tokens), n, got, need)
 	}
 	var wantErr error
 	switch {
