@@ -192,7 +192,7 @@ func benchScratch(blocks [][]benchMatrix, output benchMatrix, n int) int {
 func BenchmarkPrefill(b *testing.B) {
 	for _, s := range benchShapes {
 		for _, ft := range benchFileTypes {
-			for _, n := range []int{128, 512} {
+			for _, n := range []int{8, 128, 512} {
 				for _, threads := range []int{1, 2} {
 					b.Run(fmt.Sprintf("%s/%s/n=%d/threads=%d", s.name, ft.name, n, threads), func(b *testing.B) {
 						benchPrefill(b, s, ft, n, threads)
