@@ -35,7 +35,10 @@ func pagedGroup(r, rows, size, stride int) (g, step, end int) {
 }
 
 // dotHalvesPaged is DotHalvesPaged on checked shapes with len(x) > 0 and
-// len(out) > 0.
+// len(out) > 0. It and dotFloatsPaged stay two copies: one generic body
+// taking the kernels as func values makes its sums escape, one allocation a
+// call (TestDotPagedAllocs), where direct calls of the noescape assembly
+// allocate nothing.
 func dotHalvesPaged(base []uint16, offs []int, seg, stride int, x []uint16, out []float32, gemm bool) {
 	if !quantAsm {
 		dotHalvesPagedGeneric(base, offs, seg, stride, x, out, gemm)
