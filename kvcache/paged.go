@@ -123,6 +123,9 @@ type blockMeta struct {
 	bnext  int32 // next block in its index bucket, -1 at the end
 	list   uint8 // onNoList, onFreeList or onLRUList
 	root   bool  // the first block of its chain
+	// Set once the block has been handed out: before that its memory is
+	// the zero pages the pool was made with and needs no clearing.
+	dirty bool
 }
 
 const (
@@ -186,9 +189,13 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if o.Type == F16 {
 		p.k16 = make([]uint16, n*p.blockK)
 		p.v16 = make([]uint16, n*p.blockV)
+		prefault(p.k16)
+		prefault(p.v16)
 	} else {
 		p.k32 = make([]float32, n*p.blockK)
 		p.v32 = make([]float32, n*p.blockV)
+		prefault(p.k32)
+		prefault(p.v32)
 	}
 	p.meta = make([]blockMeta, n)
 	p.tokens = make([]int, n*p.bt)
@@ -344,8 +351,9 @@ func (p *Pool) fullError(need int) error {
 
 // alloc takes a block for writing: a free one, else the least recently
 // used cached one, which leaves the index. The block's reference count is
-// 1; when zero is set its keys and values are zeroed, so that positions
-// nobody wrote read as zeros. It returns -1 when the pool is exhausted;
+// 1; when zero is set its values are zeroed, so that positions nobody
+// wrote read as zeros (keys are left as they are: attention reads no key
+// past a table's Len). It returns -1 when the pool is exhausted;
 // callers check available first.
 func (p *Pool) alloc(zero bool) int {
 	b := p.next[p.freeHead()]
@@ -361,9 +369,10 @@ func (p *Pool) alloc(zero bool) int {
 	m := &p.meta[b]
 	m.ref = 1
 	p.used++
-	if zero {
-		p.zeroBlock(int(b))
+	if zero && m.dirty {
+		p.zeroValues(int(b))
 	}
+	m.dirty = true
 	return int(b)
 }
 
@@ -449,32 +458,27 @@ func (p *Pool) unlink(b int32) {
 	m.list = onNoList
 }
 
-// zeroBlock clears every key and value of block b.
-func (p *Pool) zeroBlock(b int) {
+// zeroValues clears every value of block b.
+func (p *Pool) zeroValues(b int) {
 	if p.opt.Type == F16 {
-		clear(p.k16[b*p.blockK : (b+1)*p.blockK])
 		clear(p.v16[b*p.blockV : (b+1)*p.blockV])
 		return
 	}
-	clear(p.k32[b*p.blockK : (b+1)*p.blockK])
 	clear(p.v32[b*p.blockV : (b+1)*p.blockV])
 }
 
-// zeroTail clears positions [from, block_tokens) of block b in every layer.
+// zeroTail clears the values of positions [from, block_tokens) of block b
+// in every layer.
 func (p *Pool) zeroTail(b, from int) {
 	if p.opt.Type == F16 {
-		zeroTail(p, p.k16, p.v16, b, from)
+		zeroTail(p, p.v16, b, from)
 		return
 	}
-	zeroTail(p, p.k32, p.v32, b, from)
+	zeroTail(p, p.v32, b, from)
 }
 
-func zeroTail[T uint16 | float32](p *Pool, k, v []T, b, from int) {
+func zeroTail[T uint16 | float32](p *Pool, v []T, b, from int) {
 	for l := range p.opt.Layers {
-		kl, hd := blockSlice(k, b, p.blockK, l, p.layerK), p.opt.HeadDim
-		for h := range p.opt.KVHeads {
-			clear(kl[(h*p.bt+from)*hd : (h+1)*p.bt*hd])
-		}
 		vl := blockSlice(v, b, p.blockV, l, p.layerV)
 		for r := 0; r < len(vl); r += p.bt {
 			clear(vl[r+from : r+p.bt])
@@ -483,7 +487,7 @@ func zeroTail[T uint16 | float32](p *Pool, k, v []T, b, from int) {
 }
 
 // copyBlock copies positions [0, n) of block src into dst, whose other
-// positions become zeros.
+// positions' values become zeros.
 func (p *Pool) copyBlock(dst, src, n int) {
 	if p.opt.Type == F16 {
 		copy(p.k16[dst*p.blockK:(dst+1)*p.blockK], p.k16[src*p.blockK:(src+1)*p.blockK])

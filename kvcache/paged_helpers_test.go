@@ -106,36 +106,27 @@ func checkData(tab *BlockTable) error {
 	return nil
 }
 
-// blockIsZeroFrom reports whether positions [from, block_tokens) of block b
-// are zeros in every layer.
-func blockIsZeroFrom(p *Pool, b, from int) bool {
+// valuesZeroFrom reports whether the values of positions [from,
+// block_tokens) of block b are zeros in every layer.
+func valuesZeroFrom(p *Pool, b, from int) bool {
 	for l := range p.opt.Layers {
 		if p.opt.Type == F16 {
-			k := p.KeysF16(b, l)
-			for r := 0; r < len(k); r += p.bt * p.opt.HeadDim {
-				if slices.ContainsFunc(k[r+from*p.opt.HeadDim:r+p.bt*p.opt.HeadDim], func(x uint16) bool { return x != 0 }) {
-					return false
-				}
-			}
-			v := p.ValuesF16(b, l)
-			for r := 0; r < len(v); r += p.bt {
-				if slices.ContainsFunc(v[r+from:r+p.bt], func(x uint16) bool { return x != 0 }) {
-					return false
-				}
-			}
-			continue
-		}
-		k := p.KeysF32(b, l)
-		for r := 0; r < len(k); r += p.bt * p.opt.HeadDim {
-			if slices.ContainsFunc(k[r+from*p.opt.HeadDim:r+p.bt*p.opt.HeadDim], func(x float32) bool { return x != 0 }) {
+			if !zeroFrom(p.ValuesF16(b, l), p.bt, from) {
 				return false
 			}
+		} else if !zeroFrom(p.ValuesF32(b, l), p.bt, from) {
+			return false
 		}
-		v := p.ValuesF32(b, l)
-		for r := 0; r < len(v); r += p.bt {
-			if slices.ContainsFunc(v[r+from:r+p.bt], func(x float32) bool { return x != 0 }) {
-				return false
-			}
+	}
+	return true
+}
+
+// zeroFrom reports whether every row of bt elements of v is zero from
+// column from on.
+func zeroFrom[T uint16 | float32](v []T, bt, from int) bool {
+	for r := 0; r < len(v); r += bt {
+		if slices.ContainsFunc(v[r+from:r+bt], func(x T) bool { return x != 0 }) {
+			return false
 		}
 	}
 	return true
@@ -234,8 +225,8 @@ func checkPool(p *Pool, tables []*BlockTable) error {
 			parentHash, parentID = h, p.meta[tab.Blocks()[i]].id
 		}
 		if off := tab.Len() % p.bt; off != 0 && !tab.staleTail {
-			if b := tab.Blocks()[len(tab.Blocks())-1]; p.writable(b) && !blockIsZeroFrom(p, b, off) {
-				return fmt.Errorf("table %d: its own block %d is not zero past position %d", ti, b, tab.Len())
+			if b := tab.Blocks()[len(tab.Blocks())-1]; p.writable(b) && !valuesZeroFrom(p, b, off) {
+				return fmt.Errorf("table %d: its own block %d has values that are not zero past position %d", ti, b, tab.Len())
 			}
 		}
 	}

@@ -10,10 +10,11 @@ import (
 // order, the blocks holding their keys and values. Position pos lives in
 // block Blocks()[pos/BlockTokens] at offset pos%BlockTokens.
 //
-// After Append, positions of the table's last block at or past Len read as
-// zeros while the block is the table's alone (so attention may run its dot
-// products past Len with zero weights without meeting a stale NaN); in a
-// block it shares they hold what the other holders wrote. Like its pool, a
+// After Append, the values of the table's last block at positions at or
+// past Len read as zeros while the block is the table's alone (so attention
+// may run its value dot products past Len with zero weights without meeting
+// a stale NaN); in a block it shares they hold what the other holders
+// wrote. Keys past Len are left unspecified: nothing reads them. Like its pool, a
 // table is not safe for concurrent use.
 type BlockTable struct {
 	pool   *Pool
@@ -25,8 +26,8 @@ type BlockTable struct {
 	maxLen    int
 	namespace uint64
 	// staleTail is set when Truncate left the last block shared or cached
-	// with other tokens' keys and values past Len; the next Append that
-	// writes the block in place zeroes them first.
+	// with other tokens' values past Len; the next Append that writes the
+	// block in place zeroes them first.
 	staleTail bool
 }
 
@@ -175,7 +176,7 @@ func (t *BlockTable) Need(n int) int {
 // Truncate keeps the first n tokens and gives back the blocks past them,
 // last first, so that the deepest cached blocks are evicted first. A kept
 // partial block that is shared or cached is left as is and copied on the
-// next Append; one the table has alone gets zeros past n.
+// next Append; one the table has alone gets zero values past n.
 func (t *BlockTable) Truncate(n int) error {
 	if n < 0 || n > len(t.tokens) {
 		return fmt.Errorf("kvcache: cannot truncate %d tokens to %d", len(t.tokens), n)

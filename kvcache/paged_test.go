@@ -164,9 +164,10 @@ func TestPagedLayout(t *testing.T) {
 				if prec == F16 && (p.KeysF32(0, 0) != nil || p.ValuesF32(0, 0) != nil) || prec == F32 && (p.KeysF16(0, 0) != nil || p.ValuesF16(0, 0) != nil) {
 					t.Fatal("the views of the other precision are not nil")
 				}
-				// The two positions past Len in the last block read as zeros.
-				if !blockIsZeroFrom(p, tab.Blocks()[2], 2) {
-					t.Fatal("positions past Len are not zero")
+				// The values of the two positions past Len in the last
+				// block read as zeros.
+				if !valuesZeroFrom(p, tab.Blocks()[2], 2) {
+					t.Fatal("values past Len are not zero")
 				}
 			})
 		}
@@ -759,7 +760,7 @@ func TestTruncateAndNewTableErrors(t *testing.T) {
 }
 
 // TestStaleTailZeroed truncates into a shared block, lets the other holder
-// go, and appends: the positions past Len the truncation left must read as
+// go, and appends: the values past Len the truncation left must read as
 // zeros again once the table writes the block alone.
 func TestStaleTailZeroed(t *testing.T) {
 	for _, other := range []string{"releases", "copies away"} {
@@ -777,12 +778,12 @@ func TestStaleTailZeroed(t *testing.T) {
 				appendStored(t, b, 9)
 			}
 			last := a.Blocks()[1]
-			if !p.writable(last) || blockIsZeroFrom(p, last, 1) {
+			if !p.writable(last) || valuesZeroFrom(p, last, 1) {
 				t.Fatal("the setup did not leave a block of a's own with old keys past Len")
 			}
 			appendStored(t, a, 8)
-			if a.Blocks()[1] != last || !blockIsZeroFrom(p, last, 2) {
-				t.Fatal("positions past Len are not zero after Append")
+			if a.Blocks()[1] != last || !valuesZeroFrom(p, last, 2) {
+				t.Fatal("values past Len are not zero after Append")
 			}
 			mustCheck(t, p, a, b)
 		})
