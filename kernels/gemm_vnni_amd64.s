@@ -70,6 +70,13 @@ TEXT ·gemmQ4_0Vx4x16(SB), NOSPLIT, $256-56
 	VPXORD       Z3, Z3, Z3
 
 q4vblock:
+	// The next four rows, as in gemmQ4_0Vx4x8.
+	PREFETCHT0 0(SI)(R8*4)
+	PREFETCHT0 0(R9)(R8*4)
+	LEAQ       (SI)(R8*2), R10
+	LEAQ       (R9)(R8*2), R11
+	PREFETCHT0 0(R10)(R8*4)
+	PREFETCHT0 0(R11)(R8*4)
 	Q4V_ROW(0(SI), Z0)
 	Q4V_ROW(0(R9), Z1)
 	Q4V_ROW(0(SI)(R8*2), Z2)
