@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Job is work split into numbered tasks. Do runs task number task (0 ≤ task <
@@ -26,9 +27,10 @@ func (f JobFunc) Do(task, worker int) { f(task, worker) }
 // new generation number; workers that notice it in time join, and they and
 // the caller take tasks from a shared atomic counter until none is left. The
 // caller then closes the generation to latecomers and waits only for the
-// workers that joined. Idle workers spin for a few tens of microseconds before
-// they park, so the back-to-back Runs of a decode step find them awake, and a
-// parked worker that wakes too late costs the Run nothing.
+// workers that joined. Idle workers spin for half a millisecond before they
+// park, so the Runs of a decode step, with the serial work between them,
+// find them awake, and a parked worker that wakes too late costs the Run
+// nothing.
 //
 // A nil *Pool is valid and runs everything on the caller. Run does not
 // allocate. Runs on one Pool are serialised; a Job must not call Run on its
@@ -72,10 +74,15 @@ type poolWorker struct {
 	_      [48]byte
 }
 
-// Spin budget of an idle worker before it parks, in polls of the state, and
-// how often it yields the processor meanwhile.
+// How long an idle worker spins before it parks, and how often (in polls of
+// the state) it yields the processor and looks at the clock meanwhile. The
+// serial stretches of a forward pass (a SwiGLU, the rope and the KV stores
+// of a batch) last tens of microseconds; a worker that parked in one joined
+// the next jobs late, which made the 8-token matrix products after a SwiGLU
+// take twice their time. Half a millisecond of spinning after the last job
+// costs an idle server nothing worth counting.
 const (
-	spinPolls     = 1 << 15
+	spinFor       = 500 * time.Microsecond
 	spinYieldMask = 1<<10 - 1
 )
 
@@ -202,12 +209,16 @@ func (p *Pool) work(id int) {
 // await returns the state once its generation differs from seen, spinning
 // briefly and then parking.
 func (p *Pool) await(w *poolWorker, seen uint64) uint64 {
-	for i := 0; i < spinPolls; i++ {
+	start := time.Now()
+	for i := 0; ; i++ {
 		if s := p.state.Load(); s>>32 != seen {
 			return s
 		}
 		if i&spinYieldMask == spinYieldMask {
 			runtime.Gosched()
+			if time.Since(start) > spinFor {
+				break
+			}
 		}
 	}
 	for {
