@@ -42,13 +42,14 @@ const logitsChunk = 16
 // Backend runs one model from its file mapping. It implements
 // backends.Backend; like any Backend it is driven by one goroutine at a time.
 type Backend struct {
-	cfg      *models.Config
-	w        *weights
-	pool     *kernels.Pool
-	rope     kernels.Rope
-	maxBatch int
-	buf      buffers
-	attnJob  attnJob
+	cfg       *models.Config
+	w         *weights
+	pool      *kernels.Pool
+	rope      kernels.Rope
+	maxBatch  int
+	buf       buffers
+	attnJob   attnJob
+	swigluJob swigluJob
 	// kv are the KV pools by precision, made by the first sequence of
 	// each; kvBytes and kvTokens size them.
 	kv       [2]*kvcache.Pool
@@ -101,6 +102,7 @@ func New(f *gguf.File, cfg *models.Config, opt Options) (*Backend, error) {
 		},
 	}
 	b.attnJob.b = b
+	b.swigluJob.b = b
 	b.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
 	if b.maxBatch == 0 {
 		b.maxBatch = DefaultMaxBatch
