@@ -80,6 +80,7 @@ type groupLayout struct {
 	blockBytes int  // bytes per block (of groupBlockSize weights) per group
 	rows       bool // the activation rows are kept too (for gemv)
 	pairs      bool // 8 bytes of each token side by side (8-token 512-bit kernels)
+	m32        bool // Q6_K, 8 tokens: also 32·a by pairs (gemm_vnni8_amd64.s)
 }
 
 // The group layouts (described at packQ8Group and prepJob).
@@ -91,6 +92,7 @@ var (
 	q8Groups16  = groupLayout{tokens: 16, blockBytes: 576, rows: true}
 	f16Groups2  = groupLayout{tokens: 2, blockBytes: 256}
 	q4kGroups8  = groupLayout{tokens: 8, blockBytes: 2208, rows: true, pairs: true}
+	q6kGroups8  = groupLayout{tokens: 8, blockBytes: 4256, rows: true, pairs: true, m32: true}
 	q4kGroups16 = groupLayout{tokens: 16, blockBytes: 4416, rows: true}
 	groupsBound = 16 // the largest Q4_0 and Q8_0 group, for MatScratchBytes
 )
@@ -105,8 +107,10 @@ func groupBytesPerToken(t DType) int {
 		return 36
 	case F16:
 		return 128
-	case Q4_K, Q6_K:
+	case Q4_K:
 		return 276
+	case Q6_K:
+		return 532
 	}
 	return 0
 }
@@ -342,7 +346,7 @@ func quantRowQ8_0ActGeneric(x []float32, dst, side []byte) {
 //     gemm_vnni_amd64.s (and for at most 8 tokens the groups below).
 //   - Q4_K and Q6_K (AVX-512 VNNI): groups of 16 tokens, 4416 bytes a
 //     super-block (gemm_vnni_amd64.s), or of 8 tokens, 2208 bytes, in
-//     another order (gemm_vnni8_amd64.s).
+//     another order, and for Q6_K 2048 bytes more (gemm_vnni8_amd64.s).
 //   - Q4_0, 8 tokens, 320 bytes a block: four 64-byte slots with the quants
 //     a[0:8], a[16:24], a[8:16], a[24:32] of every token (the activations
 //     that the low and high nibbles of weight bytes 0-7 and 8-15 meet), each
@@ -464,16 +468,16 @@ func (q *prepJob) token(k, c0, c1 int) {
 		}
 		quantRowQ8_K(x, a)
 		if g != nil {
-			packQ8KGroup(g[276*q.gLayout.tokens*(c0/QKK):], q.gLayout.tokens, p, a)
+			packQ8KGroup(g[q.gLayout.blockBytes*(c0/QKK):], q.gLayout, p, a)
 		}
 	}
 }
 
 // packQ8KGroup puts token p's Q8_K row into the Q4_K and Q6_K group g of
-// tokens tokens (16 or 8; the layouts are described in gemm_vnni_amd64.s
+// layout l (16 or 8 tokens; the layouts are described in gemm_vnni_amd64.s
 // and gemm_vnni8_amd64.s).
-func packQ8KGroup(g []byte, tokens, p int, row []byte) {
-	gBytes := 276 * tokens
+func packQ8KGroup(g []byte, l groupLayout, p int, row []byte) {
+	tokens, gBytes := l.tokens, l.blockBytes
 	for b := range len(row) / bytesQ8_K {
 		blk, gb := row[b*bytesQ8_K:(b+1)*bytesQ8_K], g[gBytes*b:gBytes*(b+1)]
 		// P(j) = the sums of sub-block j's two 16s.
@@ -491,6 +495,15 @@ func packQ8KGroup(g []byte, tokens, p int, row []byte) {
 			le.PutUint32(gb[2048+4*p:], le.Uint32(blk[0:]))
 			for j, v := range sums {
 				le.PutUint16(gb[2080+64*(j/4)+8*p+2*(j%4):], uint16(v))
+			}
+			if l.m32 {
+				// 32·(a[2i] + a[2i+1]), the VPMADDUBSW by 0x20 bytes that
+				// the Q6_K kernel would otherwise repeat for every row.
+				for i := range 128 {
+					j, k, h := i/16, i/4%4, i%4
+					a := blk[4+32*j+8*k+2*h:]
+					le.PutUint16(gb[2208+64*(4*j+k)+8*p+2*h:], uint16(32*(int16(int8(a[0]))+int16(int8(a[1])))))
+				}
 			}
 			continue
 		}

@@ -46,7 +46,7 @@ func init() {
 		q4k.narrow = &gemmFormat{blockSize: QKK, gemv: gemvQ4_K,
 			group: gemmQ4_KVx1x8, groupR: 1, layout: q4kGroups8}
 		q6k.narrow = &gemmFormat{blockSize: QKK, gemv: gemvQ6_K,
-			group: gemmQ6_KVx1x8, groupR: 1, layout: q4kGroups8}
+			group: gemmQ6_KVx1x8, groupR: 1, layout: q6kGroups8}
 	}
 	gemmFormats[F16], gemmFormats[Q4_0], gemmFormats[Q8_0] = f16, q4, q8
 	gemmFormats[Q4_K], gemmFormats[Q6_K] = q4k, q6k

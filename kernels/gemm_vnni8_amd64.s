@@ -205,7 +205,10 @@ q8wstore:
 // a 64-byte slot at 64·(4j+k) with every token's a[32j+8k : 32j+8k+8],
 // token t at 8t; the 8 dy as float32 at 2048; at 2080 + 64h every token's
 // P(4h), ..., P(4h+3) as int16 (P(j) the sum of sub-block j's 32
-// activations), token t at 8t.
+// activations), token t at 8t. The Q6_K groups (q6kGroups8, 4256 bytes)
+// then hold at 2208 + 64·(4j+k) the slot of lane pair k of sub-block j as
+// int16 pairs 32·(a[2i] + a[2i+1]), token t at 8t: the VPMADDUBSW by 0x20
+// bytes that each row would otherwise repeat.
 //
 // The integer and float work per output is gemmQ4_KVx1x16's and
 // gemmQ6_KVx1x16's: lane m's int32 sums and its float accumulator sit in
@@ -388,22 +391,22 @@ q4kwstore:
 	VMOVDQU32 Y19, r3(SP)
 
 // Q6KW_LANES adds lanes (2k, 2k+1) of run r (quants at qm, activations at
-// am, scale pair at sm) to Zsum: (q-32)·a pairs as q·a less 32·a in int16,
-// then a VPDPWSSD by (sc, sc). Z30 holds 0x20 bytes; clobbers Z16-Z18.
-#define Q6KW_LANES(qm, am, sm, Zsum) \
+// am, their 32·a pair sums at mm, scale pair at sm) to Zsum: (q-32)·a pairs
+// as q·a less 32·a in int16, then a VPDPWSSD by (sc, sc). Clobbers Z16,
+// Z17.
+#define Q6KW_LANES(qm, am, mm, sm, Zsum) \
 	VPBROADCASTQ  qm, Z16; \
 	VPMADDUBSW    am, Z16, Z17; \
-	VPMADDUBSW    am, Z30, Z18; \
-	VPSUBW        Z18, Z17, Z17; \
+	VPSUBW        mm, Z17, Z17; \
 	VPDPWSSD.BCST sm, Z17, Zsum
 
 // Q6KW_RUN runs the 4 lane pairs of run r: the first scale for lanes 0-3,
 // the second for 4-7.
 #define Q6KW_RUN(qo, ao, s0, s1) \
-	Q6KW_LANES(qo+0(SP), ao+0(DI), s0(SP), Z8); \
-	Q6KW_LANES(qo+8(SP), ao+64(DI), s0(SP), Z9); \
-	Q6KW_LANES(qo+16(SP), ao+128(DI), s1(SP), Z10); \
-	Q6KW_LANES(qo+24(SP), ao+192(DI), s1(SP), Z11)
+	Q6KW_LANES(qo+0(SP), ao+0(DI), ao+2208(DI), s0(SP), Z8); \
+	Q6KW_LANES(qo+8(SP), ao+64(DI), ao+2272(DI), s0(SP), Z9); \
+	Q6KW_LANES(qo+16(SP), ao+128(DI), ao+2336(DI), s1(SP), Z10); \
+	Q6KW_LANES(qo+24(SP), ao+192(DI), ao+2400(DI), s1(SP), Z11)
 
 // func gemmQ6_KVx1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
 //
@@ -414,8 +417,6 @@ TEXT ·gemmQ6_KVx1x8(SB), NOSPLIT, $384-56
 	VPBROADCASTD AX, Y28
 	MOVL         $0x30303030, AX
 	VPBROADCASTD AX, Y29
-	MOVL         $0x20202020, AX
-	VPBROADCASTD AX, Z30
 	MOVQ         nb+0(FP), CX
 	MOVQ         w+8(FP), SI
 	MOVQ         a+24(FP), DI
@@ -468,7 +469,7 @@ q6kwblock:
 	VFMADD231PS Z11, Z24, Z3
 
 	ADDQ $210, SI
-	ADDQ $2208, DI
+	ADDQ $4256, DI
 	DECQ CX
 	JNZ  q6kwblock
 
