@@ -35,12 +35,23 @@ type attnScratch struct {
 	offs   []int     // (max_len / block_tokens): where a value row's pieces start
 }
 
-// attnJob computes attention of layer for the rows of a pass, one
-// (row, query head) pair per task; the keys and values of every row are
+// attnJob computes attention of layer for the rows of a pass, a span of
+// query heads of one row per task; the keys and values of every row are
 // already in its sequence's blocks.
 type attnJob struct {
 	b     *Backend
 	layer int
+	span  int // query heads per task
+}
+
+// tasks sets the span of heads per task for n rows and returns the number
+// of tasks: about 8 a worker, so that a late or slower worker holds up
+// little, but no more, for each task costs an atomic add that the workers'
+// cores pass back and forth (with a task per head, 96 a layer for 8 rows).
+func (j *attnJob) tasks(n int) int {
+	heads := j.b.cfg.Heads
+	j.span = min(heads, max(1, n*heads/(8*j.b.pool.Size())))
+	return n * ((heads + j.span - 1) / j.span)
 }
 
 // growAttention sizes the attention scratch of every worker for sequences
@@ -69,10 +80,19 @@ func (b *Backend) growAttention(maxLen int) {
 // accumulators (kernels.DotHalvesPaged), which sums as one dot product over
 // a contiguous row does.
 func (j *attnJob) Do(task, worker int) {
+	heads := j.b.cfg.Heads
+	perRow := (heads + j.span - 1) / j.span
+	r, h0 := task/perRow, task%perRow*j.span
+	for h := h0; h < min(h0+j.span, heads); h++ {
+		j.head(r, h, worker)
+	}
+}
+
+// head computes query head h of row r.
+func (j *attnJob) head(r, h, worker int) {
 	b, l := j.b, j.layer
 	bf, cfg := &b.buf, b.cfg
 	heads, hd := cfg.Heads, cfg.HeadDim
-	r, h := task/heads, task%heads
 	g := h / (heads / cfg.KVHeads) // the kv head this query head reads
 	sg := &bf.segs[bf.rowSeg[r]]
 	pos := sg.pos0 + r - sg.row0

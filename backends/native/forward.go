@@ -185,7 +185,7 @@ func (b *Backend) block(l, n int) {
 		sg.seq.table.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
 	}
 	b.attnJob.layer = l
-	b.pool.Run(n*cfg.Heads, &b.attnJob)
+	b.pool.Run(b.attnJob.tasks(n), &b.attnJob)
 	b.observe("kqv_merged_cont", l, att)
 	proj := bf.proj[:n*dim]
 	b.linear(&ly.wo, att, n, proj, nil, bf.runs)
