@@ -180,6 +180,8 @@ TEXT ·gemmF16Zx2x6(SB), NOSPLIT, $0-56
 	MOVQ    nb+0(FP), CX
 	MOVQ    w+8(FP), SI
 	MOVQ    wStride+16(FP), R10
+	MOVQ    R10, R11
+	SHLQ    $1, R11
 	ADDQ    SI, R10
 	MOVQ    a+24(FP), DI
 	MOVQ    aStride+32(FP), R8
@@ -211,6 +213,10 @@ TEXT ·gemmF16Zx2x6(SB), NOSPLIT, $0-56
 	VMOVAPS Z0, Z23
 
 z26step:
+	// The next two rows (as the Q4_0 group kernels do four): the hardware
+	// prefetchers fell behind these two slow interleaved streams.
+	PREFETCHT0 0(SI)(R11*1)
+	PREFETCHT0 0(R10)(R11*1)
 	F16Z_2x3(0, 0(SI), 0(R10), Z0, Z4, Z8, Z12, Z16, Z20)
 	F16Z_2x3(64, 16(SI), 16(R10), Z1, Z5, Z9, Z13, Z17, Z21)
 	F16Z_2x3(128, 32(SI), 32(R10), Z2, Z6, Z10, Z14, Z18, Z22)
@@ -252,6 +258,8 @@ TEXT ·gemmF16Zx2x2(SB), NOSPLIT, $0-56
 	MOVQ   nb+0(FP), CX
 	MOVQ   w+8(FP), SI
 	MOVQ   wStride+16(FP), R10
+	MOVQ   R10, R11
+	SHLQ   $1, R11
 	ADDQ   SI, R10
 	MOVQ   a+24(FP), DI
 	VXORPS Z0, Z0, Z0
@@ -264,6 +272,8 @@ TEXT ·gemmF16Zx2x2(SB), NOSPLIT, $0-56
 	VXORPS Z7, Z7, Z7
 
 z22step:
+	PREFETCHT0 0(SI)(R11*1)
+	PREFETCHT0 0(R10)(R11*1)
 	VMOVUPS 0(DI), Z8
 	F16Z_WEIGHTS(0(SI), Y9, Z9)
 	F16Z_WEIGHTS(0(R10), Y10, Z10)
