@@ -177,6 +177,15 @@ pairrow:
 	JZ     pairtail
 
 pairgroup:
+	// 1 KiB ahead in both rows' streams: with two threads the hardware
+	// prefetchers alone left the decode mat-vec short of the bandwidth
+	// (the one-row kernels below measured no gain from this).
+	PREFETCHT0 1024(SI)
+	PREFETCHT0 1088(SI)
+	PREFETCHT0 1152(SI)
+	PREFETCHT0 1024(R9)
+	PREFETCHT0 1088(R9)
+	PREFETCHT0 1152(R9)
 	Q4_SIDE8
 	Q4_ISUM8(SI, Y4, X4, Y5, X5, Y6, Y7)
 	Q4_ISUM8(R9, Y8, X8, Y9, X9, Y10, Y11)
