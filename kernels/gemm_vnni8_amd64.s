@@ -150,6 +150,7 @@ TEXT ·gemmQ8_0Vx1x8(SB), NOSPLIT, $64-56
 	MOVQ         nb+0(FP), CX
 	MOVQ         w+8(FP), SI
 	MOVQ         a+24(FP), DI
+	MOVQ         wStride+16(FP), R12
 	VPXORD       Z0, Z0, Z0
 	VPXORD       Z1, Z1, Z1
 	VPXORD       Z2, Z2, Z2
@@ -157,6 +158,8 @@ TEXT ·gemmQ8_0Vx1x8(SB), NOSPLIT, $64-56
 	VPXORD       Y21, Y21, Y21
 
 q8wblock:
+	// The next row's block (rows run one after the other).
+	PREFETCHT0 0(SI)(R12*1)
 	// Minus the bias of each lane m, -128·Σ of its 4 weights, at 4m(SP).
 	VMOVDQU32    2(SI), Y18
 	VPXORD       Y19, Y19, Y19
