@@ -267,8 +267,13 @@ TEXT ·gemmQ4_KVx1x8(SB), NOSPLIT, $128-56
 	VPXORD       Z3, Z3, Z3
 	VPXORD       Z20, Z20, Z20
 	VPXORD       Z21, Z21, Z21
+	MOVQ         wStride+16(FP), R12
 
 q4kwblock:
+	// The next row's super-block, as in gemmQ8_0Vx1x8.
+	PREFETCHT0 0(SI)(R12*1)
+	PREFETCHT0 64(SI)(R12*1)
+	PREFETCHT0 128(SI)(R12*1)
 	// The 6-bit scales and mins, as gemmQ4_KVx1x16 unpacks them.
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -423,12 +428,18 @@ TEXT ·gemmQ6_KVx1x8(SB), NOSPLIT, $384-56
 	MOVQ         nb+0(FP), CX
 	MOVQ         w+8(FP), SI
 	MOVQ         a+24(FP), DI
+	MOVQ         wStride+16(FP), R12
 	VPXORD       Z0, Z0, Z0
 	VPXORD       Z1, Z1, Z1
 	VPXORD       Z2, Z2, Z2
 	VPXORD       Z3, Z3, Z3
 
 q6kwblock:
+	// The next row's super-block, as in gemmQ8_0Vx1x8.
+	PREFETCHT0 0(SI)(R12*1)
+	PREFETCHT0 64(SI)(R12*1)
+	PREFETCHT0 128(SI)(R12*1)
+	PREFETCHT0 192(SI)(R12*1)
 	Q6KW_HALF(0(SI), 128(SI), 0, 32, 64, 96)
 	Q6KW_HALF(64(SI), 160(SI), 128, 160, 192, 224)
 
