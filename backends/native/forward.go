@@ -208,12 +208,7 @@ func (b *Backend) block(l, n int) {
 	b.linear(&ly.up, xn, n, up, nil, bf.runs)
 	b.observe("ffn_gate", l, gate)
 	b.observe("ffn_up", l, up)
-	b.swigluJob.n = n
-	if n == 1 {
-		b.swigluJob.Do(0, 0)
-	} else {
-		b.pool.Run(n, &b.swigluJob)
-	}
+	b.pool.Run(n, &b.swigluJob) // one row runs on the caller
 	b.observe("ffn_gate_par", l, gate)
 	b.linear(&ly.down, gate, n, proj, nil, bf.runs)
 	b.observe("ffn_out", l, proj)
@@ -227,7 +222,6 @@ func (b *Backend) block(l, n int) {
 // others waited.
 type swigluJob struct {
 	b *Backend
-	n int // rows
 }
 
 func (j *swigluJob) Do(r, _ int) {
