@@ -289,21 +289,13 @@ func parseContent(mf *fields, role string) (string, bool, *apiError) {
 // encodePrompt tokenizes a rendered prompt as llama-server does: special
 // tokens added and special-token text parsed. A template that writes the
 // BOS text itself would otherwise give two BOS tokens; one is dropped.
-func encodePrompt(t *tokenizer.Tokenizer, text string) []int32 {
+func encodePrompt(t *tokenizer.Tokenizer, text string) []tokenizer.ID {
 	ids := t.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
 	v := t.Vocab()
 	if len(ids) >= 2 && v.AddBOS && ids[0] == v.BOS && ids[1] == v.BOS {
 		ids = ids[1:]
 	}
-	return toInt32(ids)
-}
-
-func toInt32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
+	return ids
 }
 
 // chatFormat shapes chat completions.
@@ -322,7 +314,7 @@ func (chatFormat) idPrefix() string { return "chatcmpl-" }
 func chatLogprobsOf(t *tokenizer.Tokenizer, entries []tokenEntry) *chatLogprobs {
 	lp := &chatLogprobs{Content: make([]chatTokenLogprob, len(entries))}
 	for i, e := range entries {
-		piece := t.Piece(int(e.id))
+		piece := t.Piece(e.id)
 		top := make([]chatTopLogprob, len(e.top))
 		for j, a := range e.top {
 			p := t.Piece(a.ID)

@@ -144,15 +144,14 @@ func tokenList(items []json.RawMessage) ([]int64, bool) {
 }
 
 func tokenPrompt(t *tokenizer.Tokenizer, ids []int64, vocab int, param string) (prompt, *apiError) {
-	out := make([]int32, len(ids))
-	plain := make([]int, len(ids))
+	out := make([]tokenizer.ID, len(ids))
 	for i, id := range ids {
 		if id < 0 || id >= int64(vocab) {
 			return prompt{}, invalid(param, codeInvalidValue, "token id %d is outside the vocabulary [0, %d)", id, vocab)
 		}
-		out[i], plain[i] = int32(id), int(id)
+		out[i] = tokenizer.ID(id)
 	}
-	return prompt{ids: out, text: t.Decode(plain)}, nil
+	return prompt{ids: out, text: t.Decode(out)}, nil
 }
 
 // completionFormat shapes text completions.
@@ -190,7 +189,7 @@ func legacyLogprobs(t *tokenizer.Tokenizer, c *choice, entries []tokenEntry, o *
 	}
 	text := c.text.String()
 	for i, e := range entries {
-		lp.Tokens[i] = t.Piece(int(e.id))
+		lp.Tokens[i] = t.Piece(e.id)
 		lp.TokenLogprobs[i] = jsonLogprob(e.logprob)
 		top := make(map[string]float64, len(e.top))
 		for _, a := range e.top {

@@ -140,28 +140,28 @@ func float32Base64(v []float32) string {
 // parseEmbeddingInput reads input: a string, a list of strings, a list of
 // token ids, or a list of such lists. Empty inputs are refused, as OpenAI
 // does.
-func parseEmbeddingInput(f *fields, t *tokenizer.Tokenizer) ([][]int32, *apiError) {
+func parseEmbeddingInput(f *fields, t *tokenizer.Tokenizer) ([][]tokenizer.ID, *apiError) {
 	v, ok := f.raw("input")
 	if !ok {
 		return nil, invalid("input", codeMissing, "input is required")
 	}
 	vocab := len(t.Vocab().Tokens)
-	encode := func(text, param string) ([]int32, *apiError) {
+	encode := func(text, param string) ([]tokenizer.ID, *apiError) {
 		if text == "" {
 			return nil, invalid(param, codeInvalidValue, "%s must not be empty", param)
 		}
-		return toInt32(t.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})), nil
+		return t.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true}), nil
 	}
-	ids := func(list []int64, param string) ([]int32, *apiError) {
+	ids := func(list []int64, param string) ([]tokenizer.ID, *apiError) {
 		if len(list) == 0 {
 			return nil, invalid(param, codeInvalidValue, "%s must not be empty", param)
 		}
-		out := make([]int32, len(list))
+		out := make([]tokenizer.ID, len(list))
 		for i, id := range list {
 			if id < 0 || id >= int64(vocab) {
 				return nil, invalid(param, codeInvalidValue, "token id %d is outside the vocabulary [0, %d)", id, vocab)
 			}
-			out[i] = int32(id)
+			out[i] = tokenizer.ID(id)
 		}
 		return out, nil
 	}
@@ -171,7 +171,7 @@ func parseEmbeddingInput(f *fields, t *tokenizer.Tokenizer) ([][]int32, *apiErro
 		if err != nil {
 			return nil, err
 		}
-		return [][]int32{in}, nil
+		return [][]tokenizer.ID{in}, nil
 	}
 	items, ok := parseArray(v)
 	if !ok {
@@ -185,12 +185,12 @@ func parseEmbeddingInput(f *fields, t *tokenizer.Tokenizer) ([][]int32, *apiErro
 		if err != nil {
 			return nil, err
 		}
-		return [][]int32{in}, nil
+		return [][]tokenizer.ID{in}, nil
 	}
 	if len(items) > maxEmbeddingInputs {
 		return nil, invalid("input", codeInvalidValue, "input holds %d items; at most %d are allowed", len(items), maxEmbeddingInputs)
 	}
-	out := make([][]int32, len(items))
+	out := make([][]tokenizer.ID, len(items))
 	for i, it := range items {
 		param := "input[" + strconv.Itoa(i) + "]"
 		var err *apiError

@@ -52,15 +52,15 @@ func testTokenizer(tb testing.TB) *tokenizer.Tokenizer {
 
 // ids maps pieces of the test vocabulary ("▁Hello", or a byte "<0xC3>") to
 // their token ids.
-func ids(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) []int32 {
+func ids(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) []tokenizer.ID {
 	tb.Helper()
-	out := make([]int32, len(pieces))
+	out := make([]tokenizer.ID, len(pieces))
 	for i, p := range pieces {
 		id, ok := tk.Vocab().IDs[p]
 		if !ok {
 			tb.Fatalf("piece %q is not in the test vocabulary", p)
 		}
-		out[i] = int32(id)
+		out[i] = id
 	}
 	return out
 }
@@ -74,8 +74,8 @@ type fakeEngine struct {
 	capacity int           // requests at once; 0: unlimited
 	delay    time.Duration // between tokens
 	// script gives the tokens of a request; nil repeats "▁Hello" forever.
-	script func(r backends.Request) []int32
-	hello  int32
+	script func(r backends.Request) []tokenizer.ID
+	hello  tokenizer.ID
 
 	mu        sync.Mutex
 	active    int
@@ -85,7 +85,7 @@ type fakeEngine struct {
 }
 
 func newFakeEngine(tk *tokenizer.Tokenizer) *fakeEngine {
-	e := &fakeEngine{maxLen: 256, hello: int32(tk.Vocab().IDs["▁Hello"])}
+	e := &fakeEngine{maxLen: 256, hello: tk.Vocab().IDs["▁Hello"]}
 	e.idle = sync.NewCond(&e.mu)
 	return e
 }
@@ -98,7 +98,7 @@ func (e *fakeEngine) Stats() backends.EngineStats {
 	return backends.EngineStats{Running: e.active, KVBytes: int64(e.active) * 1000}
 }
 
-func (e *fakeEngine) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+func (e *fakeEngine) Embed(ctx context.Context, tokens []tokenizer.ID) ([]float32, error) {
 	if len(tokens) > e.maxLen {
 		return nil, backends.ErrContextLength
 	}
@@ -127,7 +127,7 @@ func (e *fakeEngine) Submit(ctx context.Context, r backends.Request) (*backends.
 	e.submitted = append(e.submitted, r)
 	e.mu.Unlock()
 
-	var script []int32
+	var script []tokenizer.ID
 	if e.script != nil {
 		script = e.script(r)
 	}
@@ -157,7 +157,7 @@ func (e *fakeEngine) Submit(ctx context.Context, r backends.Request) (*backends.
 			if r.TopLogprobs >= 0 {
 				tok.Logprob = -0.25
 				for k := range r.TopLogprobs {
-					tok.Top = append(tok.Top, backends.TokenLogprob{ID: int(id) + k, Logprob: -0.25 - float32(k)})
+					tok.Top = append(tok.Top, backends.TokenLogprob{ID: tokenizer.ID(int(id) + k), Logprob: -0.25 - float32(k)})
 				}
 			}
 			if e.delay > 0 {
@@ -265,14 +265,14 @@ func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServe
 }
 
 // scriptOf makes a script that always plays the same pieces.
-func scriptOf(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) func(backends.Request) []int32 {
+func scriptOf(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) func(backends.Request) []tokenizer.ID {
 	s := ids(tb, tk, pieces...)
-	return func(backends.Request) []int32 { return s }
+	return func(backends.Request) []tokenizer.ID { return s }
 }
 
 func TestTestTokenizer(t *testing.T) {
 	tk := testTokenizer(t)
-	got := tk.Decode(toInts(ids(t, tk, "▁Hello", "▁world", "!")))
+	got := tk.Decode(ids(t, tk, "▁Hello", "▁world", "!"))
 	if got != "Hello world!" {
 		t.Fatalf("decode = %q", got)
 	}
@@ -284,12 +284,4 @@ func TestTestTokenizer(t *testing.T) {
 	if !strings.Contains(tk.Decode(tk.Encode("héllo", tokenizer.EncodeOptions{})), "é") {
 		t.Fatal("byte fallback does not round-trip")
 	}
-}
-
-func toInts(a []int32) []int {
-	out := make([]int, len(a))
-	for i, v := range a {
-		out[i] = int(v)
-	}
-	return out
 }

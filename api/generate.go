@@ -15,7 +15,7 @@ import (
 
 // prompt is one tokenized prompt of a request.
 type prompt struct {
-	ids []int32
+	ids []tokenizer.ID
 	// text is what echo repeats: the prompt as the client wrote it.
 	text string
 }
@@ -24,7 +24,7 @@ type prompt struct {
 // text sits in the choice's decoded text (byte offsets; end is -1 until the
 // token's bytes have been decoded).
 type tokenEntry struct {
-	id         int32
+	id         tokenizer.ID
 	logprob    float32
 	top        []backends.TokenLogprob
 	start, end int
@@ -56,7 +56,7 @@ type choice struct {
 // entries whose text is now out, and whether a stop string ended the choice.
 func (c *choice) addToken(t *backends.Token) (string, []tokenEntry, bool) {
 	c.tokens++
-	piece := c.dec.Add(int(t.ID))
+	piece := c.dec.Add(t.ID)
 	if c.logprobs {
 		end := c.decoded + len(piece)
 		if piece == "" {

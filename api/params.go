@@ -7,6 +7,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // Limits on request fields that would otherwise let one request allocate
@@ -236,7 +237,7 @@ func (s *Server) parseSampling(f *fields, p *backends.Params, vocab int) *apiErr
 		if len(lb.m) > maxLogitBias {
 			return invalid("logit_bias", codeInvalidValue, "logit_bias holds %d entries; at most %d are allowed", len(lb.m), maxLogitBias)
 		}
-		bias := make(map[int]float32, len(lb.m))
+		bias := make(map[tokenizer.ID]float32, len(lb.m))
 		for k := range lb.m {
 			id, err := strconv.Atoi(k)
 			if err != nil || id < 0 || id >= vocab {
@@ -249,7 +250,7 @@ func (s *Server) parseSampling(f *fields, p *backends.Params, vocab int) *apiErr
 			if v < -backends.MaxLogitBias || v > backends.MaxLogitBias {
 				return invalid("logit_bias", codeInvalidValue, "logit_bias[%s] must be in [-%d, %d], got %g", quote(k), backends.MaxLogitBias, backends.MaxLogitBias, v)
 			}
-			bias[id] = float32(v)
+			bias[tokenizer.ID(id)] = float32(v)
 		}
 		p.LogitBias = bias
 	}

@@ -75,7 +75,7 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		t.Fatal(err)
 	}
 	tok := m.Tokenizer
-	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: 512, IsEOG: func(id int32) bool { return tok.IsEOG(int(id)) }})
+	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: 512, IsEOG: tok.IsEOG})
 	if err != nil {
 		b.Close()
 		m.Close()

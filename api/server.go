@@ -22,7 +22,7 @@ type Engine interface {
 	Submit(ctx context.Context, r backends.Request) (*backends.Stream, error)
 	// Embed returns the mean-pooled, L2-normalised final hidden states of
 	// tokens.
-	Embed(ctx context.Context, tokens []int32) ([]float32, error)
+	Embed(ctx context.Context, tokens []tokenizer.ID) ([]float32, error)
 	// Stats reports the queue, the running requests and the KV memory.
 	Stats() backends.EngineStats
 	// MaxLen is the most tokens (prompt plus generated) one request holds.

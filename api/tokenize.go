@@ -13,8 +13,8 @@ import (
 const maxDetokenize = 1 << 20
 
 type pieceToken struct {
-	ID    int `json:"id"`
-	Piece any `json:"piece"` // a string, or the byte values when not valid UTF-8
+	ID    tokenizer.ID `json:"id"`
+	Piece any          `json:"piece"` // a string, or the byte values when not valid UTF-8
 }
 
 // tokenize serves llama-server's POST /tokenize: {"content", "add_special"
@@ -72,7 +72,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 // tokenizeContent encodes content: a string, or a list of strings and ids
 // (strings encoded without special tokens after the first, as llama-server
 // does for mixed prompts).
-func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOptions) ([]int, *apiError) {
+func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOptions) ([]tokenizer.ID, *apiError) {
 	v, ok := f.raw("content")
 	if !ok {
 		return nil, invalid("content", codeMissing, "content is required")
@@ -81,7 +81,7 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 	if json.Unmarshal(v, &text) == nil {
 		ids := t.Encode(text, o)
 		if ids == nil {
-			ids = []int{}
+			ids = []tokenizer.ID{}
 		}
 		return ids, nil
 	}
@@ -90,7 +90,7 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 		return nil, f.typeError("content", "a string or an array of strings and token ids")
 	}
 	vocab := len(t.Vocab().Tokens)
-	ids := []int{}
+	ids := []tokenizer.ID{}
 	for i, it := range items {
 		if json.Unmarshal(it, &text) == nil {
 			ids = append(ids, t.Encode(text, o)...)
@@ -102,7 +102,7 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 			p := "content[" + strconv.Itoa(i) + "]"
 			return nil, invalid(p, codeInvalidValue, "%s must be a string or a token id in [0, %d)", p, vocab)
 		}
-		ids = append(ids, int(id))
+		ids = append(ids, tokenizer.ID(id))
 		o.AddSpecial = false
 	}
 	return ids, nil
@@ -140,7 +140,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 				writeError(w, invalid(p, codeInvalidValue, "%s must be a token id in [0, %d)", p, vocab))
 				return
 			}
-			b = append(b, m.Tokenizer.Piece(int(id))...)
+			b = append(b, m.Tokenizer.Piece(tokenizer.ID(id))...)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})

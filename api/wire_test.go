@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // do sends a request and returns the response with its body read.
@@ -121,7 +122,7 @@ func TestChatCompletion(t *testing.T) {
 	}
 	reqs := fs.eng.requests()
 	// The SPM space prefix decodes as a leading space.
-	prompt := strings.TrimPrefix(fs.tok.Decode(toInts(reqs[0].Prompt)), " ")
+	prompt := strings.TrimPrefix(fs.tok.Decode(reqs[0].Prompt), " ")
 	if want := "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi\nthere<|im_end|>\n<|im_start|>assistant\n"; prompt != want {
 		t.Errorf("prompt %q, want %q", prompt, want)
 	}
@@ -223,8 +224,8 @@ func TestChatStream(t *testing.T) {
 func TestStopStrings(t *testing.T) {
 	fs := newFakeServer(t, Options{}, nil)
 	head := ids(t, fs.tok, "▁Hello", "▁S", "TOP", "▁here")
-	fs.eng.script = func(backends.Request) []int32 {
-		s := append([]int32(nil), head...)
+	fs.eng.script = func(backends.Request) []tokenizer.ID {
+		s := append([]tokenizer.ID(nil), head...)
 		for range 200 {
 			s = append(s, head[0])
 		}
@@ -361,8 +362,8 @@ func TestCompletions(t *testing.T) {
 			t.Errorf("%s", b)
 		}
 		hello := fs.tok.Vocab().IDs["▁Hello"]
-		_, b = do(t, "POST", fs.URL+"/v1/completions", `{"prompt":[1,`+strconv.Itoa(hello)+`],"echo":true,"max_tokens":1}`)
-		if c := decode[textCompletion](t, b); c.Choices[0].Text != fs.tok.Decode([]int{1, hello})+" the" {
+		_, b = do(t, "POST", fs.URL+"/v1/completions", `{"prompt":[1,`+strconv.Itoa(int(hello))+`],"echo":true,"max_tokens":1}`)
+		if c := decode[textCompletion](t, b); c.Choices[0].Text != fs.tok.Decode([]tokenizer.ID{1, hello})+" the" {
 			t.Errorf("%s", b)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // Errors a Backend wraps so that callers can tell them apart with errors.Is.
@@ -67,7 +68,7 @@ type Sequence interface {
 	MaxLen() int
 	// Tokens are the cached tokens, in order. The slice is the sequence's
 	// own: read it, don't keep or change it.
-	Tokens() []int
+	Tokens() []tokenizer.ID
 	// Truncate keeps the first n tokens and forgets the rest, so that a new
 	// prompt sharing a prefix with the cached tokens recomputes only the
 	// part that differs.
@@ -78,7 +79,7 @@ type Sequence interface {
 	// rest. The cache may be the sequence's own tokens or, where the
 	// backend shares one cache between its sequences, what another
 	// sequence computed with the same adapter and scale.
-	Reuse(tokens []int, limit int) int
+	Reuse(tokens []tokenizer.ID, limit int) int
 	// ShareFrom makes the sequence hold src's tokens, as the n choices of
 	// one request share their prompt: a shared cache holds them once until
 	// one of the sequences writes, other caches copy. The sequence takes
@@ -134,7 +135,7 @@ const (
 // caller's and are reused across calls, so a decode step allocates nothing.
 type Step struct {
 	Seq     Sequence
-	Tokens  []int // at least one; ids in [0, VocabSize)
+	Tokens  []tokenizer.ID // at least one; ids in [0, VocabSize)
 	Outputs Outputs
 	// Logits (n, VocabSize) receives the unnormalised next-token scores of
 	// the chosen tokens, row after row.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // Defaults and limits of the engine.
@@ -78,13 +79,13 @@ type EngineOptions struct {
 	// what a slot has cached (for measurements).
 	NoPrefixReuse bool
 	// IsEOG reports the end-of-generation tokens; nil means there are none.
-	IsEOG func(id int32) bool
+	IsEOG func(id tokenizer.ID) bool
 }
 
 // Request is one completion: a prompt and how to continue it.
 type Request struct {
 	// Prompt is the tokens to continue; at least one.
-	Prompt []int32
+	Prompt []tokenizer.ID
 	// MaxTokens is the most tokens each choice generates (> 0). The engine
 	// clamps nothing: Submit fails with ErrContextLength when
 	// len(Prompt)+MaxTokens > MaxLen.
@@ -111,7 +112,7 @@ type Request struct {
 
 // Token is a generated token.
 type Token struct {
-	ID int32
+	ID tokenizer.ID
 	// Logprob is the chosen token's log-probability when logprobs were
 	// asked (Request.TopLogprobs >= 0), else 0.
 	Logprob float32
@@ -246,12 +247,12 @@ type slot struct {
 	state    slotState
 	req      *request
 	choice   int
-	started  uint64 // iteration the choice started, to prefill oldest first
-	passed   uint64 // iteration whose prefill already took or skipped the slot
-	lastUsed uint64 // iteration the slot became free
-	prompt   []int  // the prompt or embedding input; fed[0:fed] are cached
-	failed   error  // set by start when the choice cannot run in the slot
-	fed      int    // prompt tokens in the sequence
+	started  uint64         // iteration the choice started, to prefill oldest first
+	passed   uint64         // iteration whose prefill already took or skipped the slot
+	lastUsed uint64         // iteration the slot became free
+	prompt   []tokenizer.ID // the prompt or embedding input; fed[0:fed] are cached
+	failed   error          // set by start when the choice cannot run in the slot
+	fed      int            // prompt tokens in the sequence
 	// match is set while the prefix of prompt to reuse is still to be
 	// looked up, when the slot first prefills: by then other choices, or
 	// this one before it was preempted, may have cached more of it.
@@ -266,16 +267,16 @@ type slot struct {
 	// from another request (the API submits each choice apart).
 	leads   bool
 	waitFor *slot
-	next    [1]int  // the decode step's token
-	made    int     // tokens generated
-	block   []Token // Tokens not yet handed out
+	next    [1]tokenizer.ID // the decode step's token
+	made    int             // tokens generated
+	block   []Token         // Tokens not yet handed out
 }
 
 // request is a submitted completion or embedding.
 type request struct {
 	ctx       context.Context
 	stopWake  func() bool
-	prompt    []int32
+	prompt    []tokenizer.ID
 	maxTokens int
 	params    Params
 	n         int
@@ -409,7 +410,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	buf := n + min(n*r.MaxTokens, maxEventBuffer)
 	req := &request{
 		ctx:        ctx,
-		prompt:     append([]int32(nil), r.Prompt...),
+		prompt:     slices.Clone(r.Prompt),
 		maxTokens:  r.MaxTokens,
 		params:     r.Sampling,
 		n:          n,
@@ -436,7 +437,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 // Embed returns the mean of the final hidden states of tokens, normalised to
 // unit length. It runs through the scheduler like a prompt, so it waits in
 // the same queue.
-func (e *Engine) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
+func (e *Engine) Embed(ctx context.Context, tokens []tokenizer.ID) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("%w: no tokens to embed", ErrInvalidRequest)
 	}
@@ -451,7 +452,7 @@ func (e *Engine) Embed(ctx context.Context, tokens []int32) ([]float32, error) {
 	}
 	req := &request{
 		ctx:        ctx,
-		prompt:     append([]int32(nil), tokens...),
+		prompt:     slices.Clone(tokens),
 		n:          1,
 		unfinished: 1,
 		embed:      make(chan embedResult, 1),
@@ -489,7 +490,7 @@ func (e *Engine) validate(r *Request) error {
 	return e.checkTokens(r.Prompt)
 }
 
-func (e *Engine) checkTokens(tokens []int32) error {
+func (e *Engine) checkTokens(tokens []tokenizer.ID) error {
 	for i, t := range tokens {
 		if t < 0 || int(t) >= e.info.VocabSize {
 			return fmt.Errorf("%w: token %d at %d is outside the vocabulary of %d", ErrInvalidRequest, t, i, e.info.VocabSize)
@@ -694,10 +695,10 @@ func (e *Engine) leaderFor(s *slot) *slot {
 	return nil
 }
 
-func commonPrefix(cached []int, prompt []int32) int {
+func commonPrefix(cached, prompt []tokenizer.ID) int {
 	n := min(len(cached), len(prompt))
 	for i := range n {
-		if cached[i] != int(prompt[i]) {
+		if cached[i] != prompt[i] {
 			return i
 		}
 	}
@@ -709,10 +710,7 @@ func (e *Engine) start(r *request, s *slot) {
 	c := r.admitted
 	r.admitted++
 	s.req, s.choice, s.started = r, c, e.tick
-	s.prompt = s.prompt[:0]
-	for _, t := range r.prompt {
-		s.prompt = append(s.prompt, int(t))
-	}
+	s.prompt = append(s.prompt[:0], r.prompt...)
 	s.made = 0
 	e.prompt.Add(uint64(len(r.prompt)))
 	// The adapter is set before the cached tokens are compared with the
@@ -1052,7 +1050,7 @@ func (e *Engine) release(s *slot) {
 func (e *Engine) sample(s *slot) {
 	r := s.req
 	id := s.sampler.Sample(s.logits)
-	if e.opt.IsEOG != nil && e.opt.IsEOG(int32(id)) {
+	if e.opt.IsEOG != nil && e.opt.IsEOG(id) {
 		e.finish(s, "stop", nil)
 		return
 	}
@@ -1061,7 +1059,7 @@ func (e *Engine) sample(s *slot) {
 	}
 	tok := &s.block[0]
 	s.block = s.block[1:]
-	tok.ID = int32(id)
+	tok.ID = id
 	if r.top >= 0 {
 		var top []TokenLogprob
 		if r.top > 0 {

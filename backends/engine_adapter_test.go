@@ -14,6 +14,7 @@ import (
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // openStoriesConfig is openStories with the model's hyperparameters, which
@@ -50,7 +51,7 @@ func strongAdapter(tb testing.TB, cfg *models.Config, rank int, seed uint64) *lo
 }
 
 // adapterPrompt is a story opening of stories260K's vocabulary.
-var adapterPrompt = []int32{1, 415, 278, 396, 259, 375, 290, 437, 398, 358, 350}
+var adapterPrompt = []tokenizer.ID{1, 415, 278, 396, 259, 375, 290, 437, 398, 358, 350}
 
 // sameResult compares two runs token by token, logprobs included, within
 // tol. An adapter's update of a row depends on that row alone, so a
@@ -266,7 +267,7 @@ func TestEngineAdapterRejects(t *testing.T) {
 
 	// A backend without adapters refuses them at once.
 	fe := newEngine(t, &fakeBackend{vocab: 50, dim: 4, ctx: 64}, backends.EngineOptions{Parallel: 1})
-	if _, err := fe.Submit(context.Background(), backends.Request{Prompt: []int32{1}, MaxTokens: 2, Adapter: a}); !errors.Is(err, backends.ErrInvalidRequest) {
+	if _, err := fe.Submit(context.Background(), backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 2, Adapter: a}); !errors.Is(err, backends.ErrInvalidRequest) {
 		t.Errorf("fake backend with an adapter: %v, want ErrInvalidRequest", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // BenchmarkEngineStreams measures the aggregate decode throughput of 1, 4
@@ -29,7 +30,7 @@ func BenchmarkEngineStreams(b *testing.B) {
 					e := newEngine(b, be, backends.EngineOptions{Parallel: streams, MaxLen: 2 + tokens})
 					reqs := make([]backends.Request, streams)
 					for i := range reqs {
-						reqs[i] = backends.Request{Prompt: []int32{1, int32(10 + i)}, MaxTokens: tokens, TopLogprobs: -1}
+						reqs[i] = backends.Request{Prompt: []tokenizer.ID{1, tokenizer.ID(10 + i)}, MaxTokens: tokens, TopLogprobs: -1}
 					}
 					out := make([]*backends.Stream, streams)
 					rounds := 0

@@ -19,6 +19,7 @@ import (
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // storiesGreedy is stories260K's greedy continuation of BOS.
@@ -64,14 +65,14 @@ func newEngine(tb testing.TB, b backends.Backend, o backends.EngineOptions) *bac
 	return e
 }
 
-func parseIDs(s string) []int32 {
-	var ids []int32
+func parseIDs(s string) []tokenizer.ID {
+	var ids []tokenizer.ID
 	for f := range strings.FieldsSeq(s) {
 		v, err := strconv.Atoi(f)
 		if err != nil {
 			panic(err)
 		}
-		ids = append(ids, int32(v))
+		ids = append(ids, tokenizer.ID(v))
 	}
 	return ids
 }
@@ -84,8 +85,8 @@ type choiceResult struct {
 	ended  bool
 }
 
-func (c choiceResult) ids() []int32 {
-	ids := make([]int32, len(c.tokens))
+func (c choiceResult) ids() []tokenizer.ID {
+	ids := make([]tokenizer.ID, len(c.tokens))
 	for i, t := range c.tokens {
 		ids[i] = t.ID
 	}
@@ -160,7 +161,7 @@ func argmax(x []float32) (best int, margin float32) {
 // directGreedy runs prompt then n greedy tokens straight on the backend,
 // one sequence alone, and returns the tokens and each step's top-1/top-2
 // logit margin.
-func directGreedy(tb testing.TB, b backends.Backend, prompt []int32, n int) ([]int32, []float32) {
+func directGreedy(tb testing.TB, b backends.Backend, prompt []tokenizer.ID, n int) ([]tokenizer.ID, []float32) {
 	tb.Helper()
 	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: len(prompt) + n})
 	if err != nil {
@@ -168,20 +169,20 @@ func directGreedy(tb testing.TB, b backends.Backend, prompt []int32, n int) ([]i
 	}
 	defer seq.Close()
 	logits := make([]float32, b.Model().VocabSize)
-	toks := make([]int, len(prompt))
+	toks := make([]tokenizer.ID, len(prompt))
 	for i, t := range prompt {
-		toks[i] = int(t)
+		toks[i] = t
 	}
-	var out []int32
+	var out []tokenizer.ID
 	var margins []float32
 	for range n {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
 			tb.Fatal(err)
 		}
 		id, m := argmax(logits)
-		out = append(out, int32(id))
+		out = append(out, tokenizer.ID(id))
 		margins = append(margins, m)
-		toks = []int{id}
+		toks = []tokenizer.ID{tokenizer.ID(id)}
 	}
 	return out, margins
 }
@@ -189,7 +190,7 @@ func directGreedy(tb testing.TB, b backends.Backend, prompt []int32, n int) ([]i
 // sameGreedy compares an engine's greedy tokens with a direct run: they
 // must agree, except that after a step whose top two logits are within
 // float tolerance either continuation is right.
-func sameGreedy(got, want []int32, margins []float32) error {
+func sameGreedy(got, want []tokenizer.ID, margins []float32) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("%d tokens, want %d", len(got), len(want))
 	}
@@ -210,7 +211,7 @@ func TestEngineAloneMatchesGreedy(t *testing.T) {
 	for _, batch := range []int{0, 1} {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
 			e := newEngine(t, b, backends.EngineOptions{Parallel: 2, Batch: batch})
-			s := submit(t, e, backends.Request{Prompt: []int32{1}, MaxTokens: len(want), TopLogprobs: -1})
+			s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: len(want), TopLogprobs: -1})
 			res := collect(t, s, 1)[0]
 			if !slices.Equal(res.ids(), want) {
 				t.Errorf("tokens\n got %v\nwant %v", res.ids(), want)
@@ -267,14 +268,14 @@ func (w *watched) snapshot() [][]stepShape {
 
 func TestEngineConcurrentMatchesAlone(t *testing.T) {
 	b := openStories(t)
-	prompts := [][]int32{
+	prompts := [][]tokenizer.ID{
 		{1},
 		{1, 403, 407, 261, 378},
 		{1, 300, 17, 45, 460, 12, 99, 250, 310, 77, 401, 402, 33, 8, 290, 311, 500, 64, 128, 256},
 		{1, 415, 278, 396, 259, 375, 290, 437, 398, 358, 350},
 	}
 	const n = 24
-	want := make([][]int32, len(prompts))
+	want := make([][]tokenizer.ID, len(prompts))
 	margins := make([][]float32, len(prompts))
 	for i, p := range prompts {
 		want[i], margins[i] = directGreedy(t, b, p, n)
@@ -327,23 +328,23 @@ func TestEngineRejects(t *testing.T) {
 	if e.MaxLen() != 64 {
 		t.Fatalf("MaxLen %d, want 64", e.MaxLen())
 	}
-	ten := make([]int32, 10)
+	ten := make([]tokenizer.ID, 10)
 	for _, c := range []struct {
 		name string
 		r    backends.Request
 		want error
 	}{
 		{"prompt+max over context", backends.Request{Prompt: ten, MaxTokens: 55}, backends.ErrContextLength},
-		{"prompt over context", backends.Request{Prompt: make([]int32, 65), MaxTokens: 1}, backends.ErrContextLength},
+		{"prompt over context", backends.Request{Prompt: make([]tokenizer.ID, 65), MaxTokens: 1}, backends.ErrContextLength},
 		{"no prompt", backends.Request{MaxTokens: 5}, backends.ErrInvalidRequest},
 		{"no max tokens", backends.Request{Prompt: ten}, backends.ErrInvalidRequest},
-		{"token outside vocab", backends.Request{Prompt: []int32{1, 512}, MaxTokens: 5}, backends.ErrInvalidRequest},
-		{"negative token", backends.Request{Prompt: []int32{-1}, MaxTokens: 5}, backends.ErrInvalidRequest},
+		{"token outside vocab", backends.Request{Prompt: []tokenizer.ID{1, 512}, MaxTokens: 5}, backends.ErrInvalidRequest},
+		{"negative token", backends.Request{Prompt: []tokenizer.ID{-1}, MaxTokens: 5}, backends.ErrInvalidRequest},
 		{"too many choices", backends.Request{Prompt: ten, MaxTokens: 5, N: backends.MaxChoices + 1}, backends.ErrInvalidRequest},
 		{"negative choices", backends.Request{Prompt: ten, MaxTokens: 5, N: -1}, backends.ErrInvalidRequest},
 		{"too many logprobs", backends.Request{Prompt: ten, MaxTokens: 5, TopLogprobs: backends.MaxTopLogprobs + 1}, backends.ErrInvalidRequest},
 		{"bad temperature", backends.Request{Prompt: ten, MaxTokens: 5, Sampling: backends.Params{Temperature: 3}}, backends.ErrInvalidRequest},
-		{"bias outside vocab", backends.Request{Prompt: ten, MaxTokens: 5, Sampling: backends.Params{LogitBias: map[int]float32{600: 1}}}, backends.ErrInvalidRequest},
+		{"bias outside vocab", backends.Request{Prompt: ten, MaxTokens: 5, Sampling: backends.Params{LogitBias: map[tokenizer.ID]float32{600: 1}}}, backends.ErrInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := e.Submit(context.Background(), c.r)
@@ -361,7 +362,7 @@ func TestEngineRejects(t *testing.T) {
 	if len(res.tokens) != 54 || res.finish != "length" {
 		t.Errorf("10 + 54 tokens in a context of 64: %d tokens, finish %q, err %v", len(res.tokens), res.finish, res.err)
 	}
-	if _, err := e.Embed(context.Background(), make([]int32, 65)); !errors.Is(err, backends.ErrContextLength) {
+	if _, err := e.Embed(context.Background(), make([]tokenizer.ID, 65)); !errors.Is(err, backends.ErrContextLength) {
 		t.Errorf("Embed of 65 tokens: %v, want ErrContextLength", err)
 	}
 	if _, err := e.Embed(context.Background(), nil); !errors.Is(err, backends.ErrInvalidRequest) {
@@ -374,7 +375,7 @@ func TestEngineQueueFull(t *testing.T) {
 	e := newEngine(t, w, backends.EngineOptions{Parallel: 1, QueueSize: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := backends.Request{Prompt: []int32{1}, MaxTokens: 8}
+	r := backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 8}
 	// The gate holds the loop in its first call: the first request runs,
 	// the second waits, the third finds the queue full. (Before the loop
 	// takes the first, the free slot counts as room as well.)
@@ -393,7 +394,7 @@ func TestEngineQueueFull(t *testing.T) {
 	if _, err := e.Submit(ctx, r); !errors.Is(err, backends.ErrQueueFull) {
 		t.Fatalf("third request: %v, want ErrQueueFull", err)
 	}
-	if _, err := e.Embed(ctx, []int32{1}); !errors.Is(err, backends.ErrQueueFull) {
+	if _, err := e.Embed(ctx, []tokenizer.ID{1}); !errors.Is(err, backends.ErrQueueFull) {
 		t.Fatalf("embedding: %v, want ErrQueueFull", err)
 	}
 	if st := e.Stats(); st.Queued != 1 || st.Running != 1 {
@@ -437,7 +438,7 @@ func TestEngineCancel(t *testing.T) {
 			w := &watched{Backend: b, gate: make(chan struct{})}
 			e := newEngine(t, w, backends.EngineOptions{Parallel: 1, MaxLen: 512})
 			ctx, cancel := context.WithCancel(context.Background())
-			s, err := e.Submit(ctx, backends.Request{Prompt: []int32{1}, MaxTokens: 500})
+			s, err := e.Submit(ctx, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 500})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -461,7 +462,7 @@ func TestEngineCancel(t *testing.T) {
 				t.Errorf("after the stream closed: %+v", st)
 			}
 			// The slot is free for the next request.
-			res = collect(t, submit(t, e, backends.Request{Prompt: []int32{1}, MaxTokens: 5}), 1)[0]
+			res = collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 5}), 1)[0]
 			if !slices.Equal(res.ids(), parseIDs(storiesGreedy)[:5]) {
 				t.Errorf("after the cancellation: %v, err %v", res.ids(), res.err)
 			}
@@ -470,10 +471,10 @@ func TestEngineCancel(t *testing.T) {
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.Submit(ctx, backends.Request{Prompt: []int32{1}, MaxTokens: 5}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Submit(ctx, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 5}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Submit with a done context: %v", err)
 	}
-	if _, err := e.Embed(ctx, []int32{1}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Embed(ctx, []tokenizer.ID{1}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Embed with a done context: %v", err)
 	}
 }
@@ -483,21 +484,21 @@ func TestEngineFinishReasons(t *testing.T) {
 	greedy := parseIDs(storiesGreedy)
 	for _, c := range []struct {
 		name      string
-		eog       func(int32) bool
+		eog       func(tokenizer.ID) bool
 		maxTokens int
-		want      []int32
+		want      []tokenizer.ID
 		finish    string
 	}{
 		// 432 is the fifth greedy token: four are sent, the fifth ends.
-		{"eog", func(id int32) bool { return id == 432 }, 20, greedy[:4], "stop"},
-		{"eog on the first token", func(id int32) bool { return id == 403 }, 20, nil, "stop"},
+		{"eog", func(id tokenizer.ID) bool { return id == 432 }, 20, greedy[:4], "stop"},
+		{"eog on the first token", func(id tokenizer.ID) bool { return id == 403 }, 20, nil, "stop"},
 		{"max tokens", nil, 5, greedy[:5], "length"},
 		{"one token", nil, 1, greedy[:1], "length"},
-		{"eog after max tokens", func(id int32) bool { return id == 432 }, 4, greedy[:4], "length"},
+		{"eog after max tokens", func(id tokenizer.ID) bool { return id == 432 }, 4, greedy[:4], "length"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEngine(t, b, backends.EngineOptions{Parallel: 1, IsEOG: c.eog})
-			res := collect(t, submit(t, e, backends.Request{Prompt: []int32{1}, MaxTokens: c.maxTokens}), 1)[0]
+			res := collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: c.maxTokens}), 1)[0]
 			if !slices.Equal(res.ids(), c.want) || res.finish != c.finish || res.err != nil {
 				t.Errorf("tokens %v, finish %q, err %v; want %v, %q", res.ids(), res.finish, res.err, c.want, c.finish)
 			}
@@ -511,7 +512,7 @@ func TestEngineLogprobs(t *testing.T) {
 	greedy := parseIDs(storiesGreedy)[:6]
 	for _, top := range []int{-1, 0, 3, backends.MaxTopLogprobs} {
 		t.Run(fmt.Sprintf("top=%d", top), func(t *testing.T) {
-			res := collect(t, submit(t, e, backends.Request{Prompt: []int32{1}, MaxTokens: len(greedy), TopLogprobs: top}), 1)[0]
+			res := collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: len(greedy), TopLogprobs: top}), 1)[0]
 			if !slices.Equal(res.ids(), greedy) {
 				t.Fatalf("tokens %v, want %v", res.ids(), greedy)
 			}
@@ -530,7 +531,7 @@ func TestEngineLogprobs(t *testing.T) {
 				}
 				if top > 0 {
 					// Greedy: the chosen token is the most likely one.
-					if tok.Top[0].ID != int(tok.ID) || tok.Top[0].Logprob != tok.Logprob {
+					if tok.Top[0].ID != tok.ID || tok.Top[0].Logprob != tok.Logprob {
 						t.Errorf("token %d (%d, %v): top %+v", i, tok.ID, tok.Logprob, tok.Top[0])
 					}
 					if !slices.IsSortedFunc(tok.Top, func(a, b backends.TokenLogprob) int { return -cmpF(a.Logprob, b.Logprob) }) {
@@ -554,7 +555,7 @@ func cmpF(a, b float32) int {
 
 // directSample runs prompt then n tokens straight on the backend with a
 // sampler of p that accepts each generated token.
-func directSample(tb testing.TB, b backends.Backend, p backends.Params, prompt []int32, n int) []int32 {
+func directSample(tb testing.TB, b backends.Backend, p backends.Params, prompt []tokenizer.ID, n int) []tokenizer.ID {
 	tb.Helper()
 	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: len(prompt) + n})
 	if err != nil {
@@ -563,19 +564,19 @@ func directSample(tb testing.TB, b backends.Backend, p backends.Params, prompt [
 	defer seq.Close()
 	smp := backends.NewSampler(p, b.Model().VocabSize)
 	logits := make([]float32, b.Model().VocabSize)
-	toks := make([]int, len(prompt))
+	toks := make([]tokenizer.ID, len(prompt))
 	for i, t := range prompt {
-		toks[i] = int(t)
+		toks[i] = t
 	}
-	var out []int32
+	var out []tokenizer.ID
 	for range n {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
 			tb.Fatal(err)
 		}
 		id := smp.Sample(logits)
 		smp.Accept(id)
-		out = append(out, int32(id))
-		toks = []int{id}
+		out = append(out, id)
+		toks = []tokenizer.ID{id}
 	}
 	return out
 }
@@ -583,7 +584,7 @@ func directSample(tb testing.TB, b backends.Backend, p backends.Params, prompt [
 func TestEngineSamplingMatchesDirect(t *testing.T) {
 	b := openStories(t)
 	seed := int64(7)
-	prompt := []int32{1, 403, 407}
+	prompt := []tokenizer.ID{1, 403, 407}
 	const n = 30
 	cases := []struct {
 		name string
@@ -591,9 +592,9 @@ func TestEngineSamplingMatchesDirect(t *testing.T) {
 	}{
 		{"greedy with penalties", backends.Params{FrequencyPenalty: 1.5, PresencePenalty: 0.5, RepeatPenalty: 1.3, RepeatLastN: -1}},
 		{"seeded llama.cpp defaults", func() backends.Params { p := backends.DefaultParams(); p.Seed = &seed; return p }()},
-		{"logit bias", backends.Params{LogitBias: map[int]float32{261: -100, 286: 5}}},
+		{"logit bias", backends.Params{LogitBias: map[tokenizer.ID]float32{261: -100, 286: 5}}},
 	}
-	want := make([][]int32, len(cases))
+	want := make([][]tokenizer.ID, len(cases))
 	for i, c := range cases {
 		want[i] = directSample(t, b, c.p, prompt, n)
 	}
@@ -618,15 +619,15 @@ func TestEngineChoices(t *testing.T) {
 	b := openStories(t)
 	seed := int64(42)
 	r := backends.Request{
-		Prompt:    []int32{1, 403, 407},
+		Prompt:    []tokenizer.ID{1, 403, 407},
 		MaxTokens: 24,
 		N:         3,
 		Sampling:  backends.Params{Temperature: 1.5, Seed: &seed},
 	}
 	// Two slots for three choices: the third starts when one ends.
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 2})
-	run := func(r backends.Request) [][]int32 {
-		var out [][]int32
+	run := func(r backends.Request) [][]tokenizer.ID {
+		var out [][]tokenizer.ID
 		for i, c := range collect(t, submit(t, e, r), max(r.N, 1)) {
 			if c.finish != "length" || len(c.tokens) != r.MaxTokens {
 				t.Fatalf("choice %d: %d tokens, finish %q, err %v", i, len(c.tokens), c.finish, c.err)
@@ -652,12 +653,12 @@ func TestEngineChoices(t *testing.T) {
 
 func TestEnginePrefixReuse(t *testing.T) {
 	b := openStories(t)
-	first := backends.Request{Prompt: []int32{1, 403, 407}, MaxTokens: 20}
-	run := func(noReuse bool) (out1, out2 []int32, cached int, st backends.EngineStats) {
+	first := backends.Request{Prompt: []tokenizer.ID{1, 403, 407}, MaxTokens: 20}
+	run := func(noReuse bool) (out1, out2 []tokenizer.ID, cached int, st backends.EngineStats) {
 		e := newEngine(t, b, backends.EngineOptions{Parallel: 2, NoPrefixReuse: noReuse})
 		out1 = collect(t, submit(t, e, first), 1)[0].ids()
 		// A second turn: the first prompt, its answer and a few more tokens.
-		second := backends.Request{Prompt: slices.Concat(first.Prompt, out1, []int32{13, 261}), MaxTokens: 20}
+		second := backends.Request{Prompt: slices.Concat(first.Prompt, out1, []tokenizer.ID{13, 261}), MaxTokens: 20}
 		s := submit(t, e, second)
 		out2 = collect(t, s, 1)[0].ids()
 		st = e.Stats()
@@ -702,7 +703,7 @@ func TestEngineEmbed(t *testing.T) {
 	b := openStories(t)
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 2, Batch: 3})
 	ctx := context.Background()
-	in := []int32{1, 403, 407, 261, 378, 432, 383}
+	in := []tokenizer.ID{1, 403, 407, 261, 378, 432, 383}
 	a, err := e.Embed(ctx, in)
 	if err != nil {
 		t.Fatal(err)
@@ -717,7 +718,7 @@ func TestEngineEmbed(t *testing.T) {
 	if !slices.Equal(a, again) {
 		t.Error("the same input gave another embedding")
 	}
-	other, err := e.Embed(ctx, []int32{1, 300, 17, 45})
+	other, err := e.Embed(ctx, []tokenizer.ID{1, 300, 17, 45})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -733,9 +734,9 @@ func TestEngineEmbed(t *testing.T) {
 	}
 	dim := b.Model().Dim
 	hidden := make([]float32, len(in)*dim)
-	toks := make([]int, len(in))
+	toks := make([]tokenizer.ID, len(in))
 	for i, v := range in {
-		toks[i] = int(v)
+		toks[i] = v
 	}
 	e.Close() // the backend is ours again
 	if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Outputs: backends.AllTokens, Hidden: hidden}}); err != nil {
@@ -758,12 +759,12 @@ func TestEngineEmbed(t *testing.T) {
 func TestEngineEmbedWhileGenerating(t *testing.T) {
 	b := openStories(t)
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 3, Batch: 4})
-	in := []int32{1, 403, 407, 261, 378, 432, 383}
+	in := []tokenizer.ID{1, 403, 407, 261, 378, 432, 383}
 	alone, err := e.Embed(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := submit(t, e, backends.Request{Prompt: []int32{1}, MaxTokens: 40})
+	s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 40})
 	<-s.Events
 	mixed, err := e.Embed(context.Background(), in)
 	if err != nil {
@@ -788,8 +789,8 @@ func TestEngineClose(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	running := submit(t, e, backends.Request{Prompt: []int32{1}, MaxTokens: 400})
-	queued, err := e.Submit(ctx, backends.Request{Prompt: []int32{1}, MaxTokens: 400, N: 2})
+	running := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 400})
+	queued, err := e.Submit(ctx, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 400, N: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -799,7 +800,7 @@ func TestEngineClose(t *testing.T) {
 	closed := make(chan error)
 	go func() { closed <- e.Close() }()
 	for {
-		if _, err := e.Submit(context.Background(), backends.Request{Prompt: []int32{1}, MaxTokens: 4}); errors.Is(err, backends.ErrClosed) {
+		if _, err := e.Submit(context.Background(), backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 4}); errors.Is(err, backends.ErrClosed) {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -818,7 +819,7 @@ func TestEngineClose(t *testing.T) {
 			}
 		}
 	}
-	if _, err := e.Embed(context.Background(), []int32{1}); !errors.Is(err, backends.ErrClosed) {
+	if _, err := e.Embed(context.Background(), []tokenizer.ID{1}); !errors.Is(err, backends.ErrClosed) {
 		t.Errorf("Embed after Close: %v", err)
 	}
 	if err := e.Close(); err != nil {
@@ -851,7 +852,7 @@ type fakeBackend struct {
 var errFake = errors.New("fake: injected failure")
 
 type fakeSeq struct {
-	tokens []int
+	tokens []tokenizer.ID
 	call   int
 }
 
@@ -864,7 +865,7 @@ func (f *fakeBackend) NewSequence(o backends.SequenceOptions) (backends.Sequence
 	if n == 0 {
 		n = f.ctx
 	}
-	s := &fakeSeq{tokens: make([]int, 0, n)}
+	s := &fakeSeq{tokens: make([]tokenizer.ID, 0, n)}
 	f.seqs = append(f.seqs, s)
 	return s, nil
 }
@@ -916,11 +917,11 @@ func (f *fakeBackend) Forward(steps []backends.Step) error {
 			if st.Logits != nil {
 				l := st.Logits[row*f.vocab : (row+1)*f.vocab]
 				clear(l)
-				l[f.next(tok, pos)] = 10
+				l[f.next(int(tok), pos)] = 10
 			}
 			if st.Hidden != nil {
 				for k := range f.dim {
-					st.Hidden[row*f.dim+k] = float32((tok+1)*(k+1)%5) + float32(pos%3)
+					st.Hidden[row*f.dim+k] = float32((int(tok)+1)*(k+1)%5) + float32(pos%3)
 				}
 			}
 		}
@@ -930,12 +931,12 @@ func (f *fakeBackend) Forward(steps []backends.Step) error {
 
 func (f *fakeBackend) Close() error { return nil }
 
-func (s *fakeSeq) Len() int             { return len(s.tokens) }
-func (s *fakeSeq) MaxLen() int          { return cap(s.tokens) }
-func (s *fakeSeq) Tokens() []int        { return s.tokens }
-func (s *fakeSeq) Truncate(n int) error { s.tokens = s.tokens[:n]; return nil }
-func (s *fakeSeq) Reset()               { s.tokens = s.tokens[:0] }
-func (s *fakeSeq) Reuse(tokens []int, limit int) int {
+func (s *fakeSeq) Len() int               { return len(s.tokens) }
+func (s *fakeSeq) MaxLen() int            { return cap(s.tokens) }
+func (s *fakeSeq) Tokens() []tokenizer.ID { return s.tokens }
+func (s *fakeSeq) Truncate(n int) error   { s.tokens = s.tokens[:n]; return nil }
+func (s *fakeSeq) Reset()                 { s.tokens = s.tokens[:0] }
+func (s *fakeSeq) Reuse(tokens []tokenizer.ID, limit int) int {
 	n := 0
 	for n < min(len(s.tokens), len(tokens), limit) && s.tokens[n] == tokens[n] {
 		n++
@@ -955,13 +956,13 @@ func (s *fakeSeq) CacheBytes() int64 { return int64(cap(s.tokens)) }
 func (s *fakeSeq) Close() error      { return nil }
 
 // fakeGreedy is the fake model's greedy continuation of prompt.
-func (f *fakeBackend) greedy(prompt []int32, n int) []int32 {
+func (f *fakeBackend) greedy(prompt []tokenizer.ID, n int) []tokenizer.ID {
 	tok, pos := int(prompt[len(prompt)-1]), len(prompt)-1
-	var out []int32
+	var out []tokenizer.ID
 	for range n {
 		tok = f.next(tok, pos)
 		pos++
-		out = append(out, int32(tok))
+		out = append(out, tokenizer.ID(tok))
 	}
 	return out
 }
@@ -971,13 +972,13 @@ func TestEngineSlowConsumer(t *testing.T) {
 	e := newEngine(t, f, backends.EngineOptions{Parallel: 2})
 	// Nobody reads the long stream for a while: it fills its buffer and
 	// waits, while the short one runs to its end.
-	long := submit(t, e, backends.Request{Prompt: []int32{5}, MaxTokens: 10000})
-	short := submit(t, e, backends.Request{Prompt: []int32{6}, MaxTokens: 50})
-	if got := collect(t, short, 1)[0].ids(); !slices.Equal(got, f.greedy([]int32{6}, 50)) {
+	long := submit(t, e, backends.Request{Prompt: []tokenizer.ID{5}, MaxTokens: 10000})
+	short := submit(t, e, backends.Request{Prompt: []tokenizer.ID{6}, MaxTokens: 50})
+	if got := collect(t, short, 1)[0].ids(); !slices.Equal(got, f.greedy([]tokenizer.ID{6}, 50)) {
 		t.Errorf("short stream: %v", got)
 	}
 	res := collect(t, long, 1)[0]
-	if !slices.Equal(res.ids(), f.greedy([]int32{5}, 10000)) || res.finish != "length" {
+	if !slices.Equal(res.ids(), f.greedy([]tokenizer.ID{5}, 10000)) || res.finish != "length" {
 		t.Errorf("long stream: %d tokens, finish %q, err %v", len(res.tokens), res.finish, res.err)
 	}
 
@@ -985,7 +986,7 @@ func TestEngineSlowConsumer(t *testing.T) {
 	// still gets its final event.
 	ctx, cancel := context.WithCancel(context.Background())
 	before := e.Stats().GeneratedTokens
-	s, err := e.Submit(ctx, backends.Request{Prompt: []int32{5}, MaxTokens: 10000, N: 2})
+	s, err := e.Submit(ctx, backends.Request{Prompt: []tokenizer.ID{5}, MaxTokens: 10000, N: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1019,7 +1020,7 @@ func TestEngineDecodeAllocatesNothing(t *testing.T) {
 	f := &fakeBackend{vocab: 1000, dim: 4, ctx: 4100}
 	e := newEngine(t, f, backends.EngineOptions{Parallel: 2})
 	const n = 4000
-	s := submit(t, e, backends.Request{Prompt: []int32{5}, MaxTokens: n})
+	s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{5}, MaxTokens: n})
 	<-s.Events
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -1043,9 +1044,9 @@ func TestEngineFakeBatching(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 12 {
 		wg.Go(func() {
-			prompt := make([]int32, 1+i*3)
+			prompt := make([]tokenizer.ID, 1+i*3)
 			for j := range prompt {
-				prompt[j] = int32((i*13 + j*7) % 101)
+				prompt[j] = tokenizer.ID((i*13 + j*7) % 101)
 			}
 			s, err := e.Submit(context.Background(), backends.Request{Prompt: prompt, MaxTokens: 30, N: 1 + i%3})
 			if err != nil {
@@ -1082,7 +1083,7 @@ func TestEngineFakeBatching(t *testing.T) {
 func TestEnginePreemption(t *testing.T) {
 	f := &fakeBackend{vocab: 97, dim: 4, ctx: 100, kvTokens: 50}
 	e := newEngine(t, f, backends.EngineOptions{Parallel: 3})
-	prompts := [][]int32{{1, 2, 3, 4, 5}, {6, 7, 8}, {9, 10, 11, 12}}
+	prompts := [][]tokenizer.ID{{1, 2, 3, 4, 5}, {6, 7, 8}, {9, 10, 11, 12}}
 	var streams []*backends.Stream
 	for _, p := range prompts {
 		streams = append(streams, submit(t, e, backends.Request{Prompt: p, MaxTokens: 40}))
@@ -1102,14 +1103,14 @@ func TestEnginePreemption(t *testing.T) {
 // holds less than half of what they need all get the tokens they get with
 // room to spare, within a bounded number of preemptions.
 func TestEnginePreemptionNative(t *testing.T) {
-	run := func(kvTokens int) ([][]int32, backends.EngineStats) {
+	run := func(kvTokens int) ([][]tokenizer.ID, backends.EngineStats) {
 		b := openModelWith(t, native.Options{Threads: 1, KVTokens: kvTokens}, "models", "stories260K.gguf")
 		e := newEngine(t, b, backends.EngineOptions{Parallel: 4, MaxLen: 256})
 		var streams []*backends.Stream
 		for i := range 4 {
-			streams = append(streams, submit(t, e, backends.Request{Prompt: []int32{1, 403, 407, int32(261 + i)}, MaxTokens: 200}))
+			streams = append(streams, submit(t, e, backends.Request{Prompt: []tokenizer.ID{1, 403, 407, tokenizer.ID(261 + i)}, MaxTokens: 200}))
 		}
-		var out [][]int32
+		var out [][]tokenizer.ID
 		for i, s := range streams {
 			c := collect(t, s, 1)[0]
 			if c.err != nil || c.finish != "length" {
@@ -1138,7 +1139,7 @@ func TestEngineChoicesSharePrompt(t *testing.T) {
 		t.Run(fmt.Sprintf("noReuse=%v", noReuse), func(t *testing.T) {
 			f := &fakeBackend{vocab: 97, dim: 4, ctx: 100}
 			e := newEngine(t, f, backends.EngineOptions{Parallel: 3, NoPrefixReuse: noReuse})
-			prompt := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+			prompt := []tokenizer.ID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 			for i, c := range collect(t, submit(t, e, backends.Request{Prompt: prompt, MaxTokens: 8, N: 3}), 3) {
 				if c.err != nil || !slices.Equal(c.ids(), f.greedy(prompt, 8)) {
 					t.Errorf("choice %d: err %v, %v", i, c.err, c.ids())
@@ -1162,13 +1163,13 @@ func TestEngineBackendError(t *testing.T) {
 	f := &fakeBackend{vocab: 50, dim: 4, ctx: 100, failAt: 5}
 	e := newEngine(t, f, backends.EngineOptions{Parallel: 2})
 	// Both choices are in the failing call: both end with its error.
-	for i, c := range collect(t, submit(t, e, backends.Request{Prompt: []int32{3}, MaxTokens: 20, N: 2}), 2) {
+	for i, c := range collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{3}, MaxTokens: 20, N: 2}), 2) {
 		if !errors.Is(c.err, errFake) || len(c.tokens) >= 20 {
 			t.Errorf("choice %d: %d tokens, finish %q, err %v; want the backend's error", i, len(c.tokens), c.finish, c.err)
 		}
 	}
 	// The engine goes on.
-	if got := collect(t, submit(t, e, backends.Request{Prompt: []int32{3}, MaxTokens: 20}), 1)[0].ids(); !slices.Equal(got, f.greedy([]int32{3}, 20)) {
+	if got := collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{3}, MaxTokens: 20}), 1)[0].ids(); !slices.Equal(got, f.greedy([]tokenizer.ID{3}, 20)) {
 		t.Errorf("after the failure: %v", got)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // Limits and defaults of the sampling parameters.
@@ -59,7 +61,7 @@ type Params struct {
 	// anything else; -100 effectively bans a token and +100 forces it.
 	// Ids outside the vocabulary are ignored by NewSampler (ValidateVocab
 	// reports them).
-	LogitBias map[int]float32
+	LogitBias map[tokenizer.ID]float32
 	// Seed makes the draws reproducible: the same seed, parameters and
 	// logits give the same tokens. nil draws a random seed.
 	Seed *int64
@@ -133,7 +135,7 @@ func (p Params) ValidateVocab(vocab int) error {
 		return err
 	}
 	for id := range p.LogitBias {
-		if id >= vocab {
+		if int(id) >= vocab {
 			return &ParamError{"logit_bias", fmt.Sprintf("token id %d is outside the vocabulary of %d tokens", id, vocab)}
 		}
 	}
@@ -142,7 +144,7 @@ func (p Params) ValidateVocab(vocab int) error {
 
 // TokenLogprob is a token and its log-probability.
 type TokenLogprob struct {
-	ID      int
+	ID      tokenizer.ID
 	Logprob float32
 }
 
@@ -258,7 +260,7 @@ func (s *Sampler) SetParams(p Params) {
 
 	s.bias = s.bias[:0]
 	for id, b := range p.LogitBias {
-		if id >= 0 && id < vocab && b == b && b != 0 {
+		if id >= 0 && int(id) < vocab && b == b && b != 0 {
 			s.bias = append(s.bias, biasEntry{int32(id), b})
 		}
 	}
@@ -338,11 +340,11 @@ func (s *Sampler) Reset() {
 // Accept records a token of the sequence (generated, or prompt tokens if the
 // caller wants them penalised too) for the penalties. Ids outside the
 // vocabulary are ignored.
-func (s *Sampler) Accept(id int) {
-	if !s.penalize || id < 0 || id >= s.vocab {
+func (s *Sampler) Accept(id tokenizer.ID) {
+	if !s.penalize || id < 0 || int(id) >= s.vocab {
 		return
 	}
-	t := int32(id)
+	t := id
 	if s.window > 0 {
 		if s.ringLen == s.window {
 			s.uncount(s.ring[s.ringHead])
@@ -410,16 +412,16 @@ func (s *Sampler) prepare(logits []float32) []float32 {
 // scores; not modified). It panics if len(logits) is not the vocabulary
 // size. Sample does not record the token: call Accept with the token the
 // sequence actually continues with.
-func (s *Sampler) Sample(logits []float32) int {
+func (s *Sampler) Sample(logits []float32) tokenizer.ID {
 	w := s.prepare(logits)
 	if s.greedy {
-		return argmax(w)
+		return tokenizer.ID(argmax(w))
 	}
 	c := s.filter(w)
 	if c == nil {
-		return s.drawAll(w)
+		return tokenizer.ID(s.drawAll(w))
 	}
-	return s.draw(c)
+	return tokenizer.ID(s.draw(c))
 }
 
 // filter applies top-k, top-p and min-p to the prepared logits w and returns
@@ -766,7 +768,7 @@ func (s *Sampler) drawAll(w []float32) int {
 // distribution as the sampler's state shapes it, which is what OpenAI
 // reports. Call it after Sample and before Accept so that the penalties are
 // those the draw saw.
-func (s *Sampler) Logprobs(logits []float32, id, n int, dst []TokenLogprob) (float32, []TokenLogprob) {
+func (s *Sampler) Logprobs(logits []float32, id tokenizer.ID, n int, dst []TokenLogprob) (float32, []TokenLogprob) {
 	w := s.prepare(logits)
 	m := maxOf(w)
 	lse := float64(m)
@@ -790,14 +792,14 @@ func (s *Sampler) Logprobs(logits []float32, id, n int, dst []TokenLogprob) (flo
 		return float32(min(lp, 0))
 	}
 	chosen := float32(math.Inf(-1))
-	if id >= 0 && id < s.vocab {
+	if id >= 0 && int(id) < s.vocab {
 		chosen = logprob(w[id])
 	}
 	n = min(max(n, 0), MaxTopLogprobs, s.vocab)
 	dst = dst[:0]
 	if n > 0 {
 		for _, c := range s.topKOf(w, n) {
-			dst = append(dst, TokenLogprob{ID: int(c.id), Logprob: logprob(c.logit)})
+			dst = append(dst, TokenLogprob{ID: c.id, Logprob: logprob(c.logit)})
 		}
 	}
 	return chosen, dst

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"testing"
+
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // logitsOf turns probabilities into logits (log p; the softmax undoes it).
@@ -80,7 +82,7 @@ func TestValidate(t *testing.T) {
 		{"zero", Params{}, ""},
 		{"defaults", DefaultParams(), ""},
 		{"full", Params{Temperature: 2, TopK: 100, TopP: 1, MinP: 1, RepeatPenalty: 1.3, RepeatLastN: -1,
-			PresencePenalty: -2, FrequencyPenalty: 2, LogitBias: map[int]float32{5: -100, 7: 100}, Seed: seed(-3)}, ""},
+			PresencePenalty: -2, FrequencyPenalty: 2, LogitBias: map[tokenizer.ID]float32{5: -100, 7: 100}, Seed: seed(-3)}, ""},
 		{"temperature high", Params{Temperature: 2.01}, "temperature"},
 		{"temperature negative", Params{Temperature: -0.1}, "temperature"},
 		{"temperature NaN", Params{Temperature: nan}, "temperature"},
@@ -95,9 +97,9 @@ func TestValidate(t *testing.T) {
 		{"repeat_last_n huge", Params{RepeatLastN: MaxRepeatLastN + 1}, "repeat_last_n"},
 		{"presence", Params{PresencePenalty: 2.5}, "presence_penalty"},
 		{"frequency", Params{FrequencyPenalty: -2.5}, "frequency_penalty"},
-		{"bias id", Params{LogitBias: map[int]float32{-1: 1}}, "logit_bias"},
-		{"bias value", Params{LogitBias: map[int]float32{1: 101}}, "logit_bias"},
-		{"bias NaN", Params{LogitBias: map[int]float32{1: nan}}, "logit_bias"},
+		{"bias id", Params{LogitBias: map[tokenizer.ID]float32{-1: 1}}, "logit_bias"},
+		{"bias value", Params{LogitBias: map[tokenizer.ID]float32{1: 101}}, "logit_bias"},
+		{"bias NaN", Params{LogitBias: map[tokenizer.ID]float32{1: nan}}, "logit_bias"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.p.Validate()
@@ -114,7 +116,7 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	t.Run("vocab", func(t *testing.T) {
-		p := Params{LogitBias: map[int]float32{9: 1}}
+		p := Params{LogitBias: map[tokenizer.ID]float32{9: 1}}
 		if err := p.ValidateVocab(10); err != nil {
 			t.Errorf("ValidateVocab(10) = %v", err)
 		}
@@ -138,12 +140,12 @@ func TestGreedy(t *testing.T) {
 		{"NaN never wins", Params{}, []float32{nan, 1, nan, 0}, 1},
 		{"all -Inf", Params{}, []float32{-inf, -inf}, 0},
 		{"negative temperature", Params{Temperature: -1}, []float32{0, 0, 4}, 2},
-		{"bias moves argmax", Params{LogitBias: map[int]float32{0: 5}}, []float32{1, 3, 2}, 0},
+		{"bias moves argmax", Params{LogitBias: map[tokenizer.ID]float32{0: 5}}, []float32{1, 3, 2}, 0},
 		{"filters keep the argmax", Params{TopK: 2, TopP: 0.1, MinP: 0.9}, []float32{1, 3, 2}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := NewSampler(c.p, len(c.logits))
-			if got := s.Sample(c.logits); got != c.want {
+			if got := s.Sample(c.logits); int(got) != c.want {
 				t.Errorf("Sample = %d, want %d", got, c.want)
 			}
 		})
@@ -159,7 +161,7 @@ func TestGreedy(t *testing.T) {
 					want = i
 				}
 			}
-			if got := s.Sample(l); got != want {
+			if got := s.Sample(l); int(got) != want {
 				t.Fatalf("Sample = %d, want %d", got, want)
 			}
 		}
@@ -170,7 +172,7 @@ func TestSampleDoesNotModifyLogits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	l := randomLogits(r, 1000, 2)
 	orig := slices.Clone(l)
-	s := NewSampler(Params{Temperature: 1, RepeatPenalty: 1.5, LogitBias: map[int]float32{3: 9}}, len(l))
+	s := NewSampler(Params{Temperature: 1, RepeatPenalty: 1.5, LogitBias: map[tokenizer.ID]float32{3: 9}}, len(l))
 	s.Accept(5)
 	s.Sample(l)
 	s.TopLogprobs(l, 5, nil)
@@ -218,7 +220,7 @@ func TestTopKOneIsGreedy(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const n = 3000
 	base := Params{RepeatPenalty: 1.3, FrequencyPenalty: 0.4, PresencePenalty: 0.2,
-		LogitBias: map[int]float32{11: 4, 12: -3}}
+		LogitBias: map[tokenizer.ID]float32{11: 4, 12: -3}}
 	greedy := NewSampler(base, n)
 	top1 := base
 	top1.TopK, top1.Temperature, top1.TopP, top1.Seed = 1, 1.5, 0.9, seed(99)
@@ -280,7 +282,7 @@ func TestTopPKeepsTheNucleus(t *testing.T) {
 			// Draws stay inside the nucleus and reach all of it.
 			seen := map[int]int{}
 			for range 3000 {
-				seen[s.Sample(l)]++
+				seen[int(s.Sample(l))]++
 			}
 			for id := range seen {
 				if !slices.Contains(want, id) {
@@ -425,7 +427,7 @@ func TestChainOrder(t *testing.T) {
 	})
 	t.Run("bias before penalties", func(t *testing.T) {
 		// The repeat penalty divides the biased logit: (1+3)/2 = 2, not 1/2+3.
-		s := NewSampler(Params{RepeatPenalty: 2, LogitBias: map[int]float32{0: 3}}, 2)
+		s := NewSampler(Params{RepeatPenalty: 2, LogitBias: map[tokenizer.ID]float32{0: 3}}, 2)
 		s.Accept(0)
 		if got := s.prepare([]float32{1, 0})[0]; got != 2 {
 			t.Errorf("biased, penalised logit %v, want 2", got)
@@ -501,8 +503,8 @@ func TestSeeds(t *testing.T) {
 	run := func(s *Sampler) []int {
 		out := make([]int, len(rows))
 		for i, l := range rows {
-			out[i] = s.Sample(l)
-			s.Accept(out[i])
+			out[i] = int(s.Sample(l))
+			s.Accept(tokenizer.ID(out[i]))
 		}
 		return out
 	}
@@ -541,43 +543,43 @@ func TestPenalties(t *testing.T) {
 		name     string
 		p        Params
 		accepted []int
-		want     map[int]float32 // changed logits; the rest stay
+		want     map[tokenizer.ID]float32 // changed logits; the rest stay
 	}{
 		{
 			name:     "repeat divides positive, multiplies negative",
 			p:        Params{RepeatPenalty: 2},
 			accepted: []int{0, 1, 1, 5},
-			want:     map[int]float32{0: 1, 1: -2, 5: 0},
+			want:     map[tokenizer.ID]float32{0: 1, 1: -2, 5: 0},
 		},
 		{
 			name:     "frequency and presence (OpenAI)",
 			p:        Params{FrequencyPenalty: 0.5, PresencePenalty: 0.25},
 			accepted: []int{3, 3, 3, 4},
-			want:     map[int]float32{3: 3 - 3*0.5 - 0.25, 4: -2 - 0.5 - 0.25},
+			want:     map[tokenizer.ID]float32{3: 3 - 3*0.5 - 0.25, 4: -2 - 0.5 - 0.25},
 		},
 		{
 			name:     "all three",
 			p:        Params{RepeatPenalty: 1.5, FrequencyPenalty: 0.5, PresencePenalty: 0.25},
 			accepted: []int{0, 0, 1},
-			want:     map[int]float32{0: 2/1.5 - 2*0.5 - 0.25, 1: -1*1.5 - 0.5 - 0.25},
+			want:     map[tokenizer.ID]float32{0: 2/1.5 - 2*0.5 - 0.25, 1: -1*1.5 - 0.5 - 0.25},
 		},
 		{
 			name:     "window forgets older tokens",
 			p:        Params{FrequencyPenalty: 1, RepeatLastN: 3},
 			accepted: []int{2, 2, 6, 7, 6}, // window holds 6, 7, 6
-			want:     map[int]float32{6: 1 - 2, 7: 1 - 1},
+			want:     map[tokenizer.ID]float32{6: 1 - 2, 7: 1 - 1},
 		},
 		{
 			name:     "default window is 64",
 			p:        Params{FrequencyPenalty: 1},
 			accepted: append([]int{2}, slices.Repeat([]int{6}, 64)...),
-			want:     map[int]float32{6: 1 - 64},
+			want:     map[tokenizer.ID]float32{6: 1 - 64},
 		},
 		{
 			name:     "unbounded window",
 			p:        Params{FrequencyPenalty: 0.01, RepeatLastN: -1},
 			accepted: append([]int{2}, slices.Repeat([]int{6}, 100)...),
-			want:     map[int]float32{2: 0.5 - 0.01, 6: 1 - 1},
+			want:     map[tokenizer.ID]float32{2: 0.5 - 0.01, 6: 1 - 1},
 		},
 		{
 			name:     "off",
@@ -589,23 +591,23 @@ func TestPenalties(t *testing.T) {
 			name:     "negative penalties encourage",
 			p:        Params{PresencePenalty: -1},
 			accepted: []int{4},
-			want:     map[int]float32{4: -1},
+			want:     map[tokenizer.ID]float32{4: -1},
 		},
 		{
 			name:     "ids outside the vocabulary are ignored",
 			p:        Params{PresencePenalty: 1},
 			accepted: []int{-1, n, 9},
-			want:     map[int]float32{9: 0},
+			want:     map[tokenizer.ID]float32{9: 0},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := NewSampler(c.p, n)
 			for _, id := range c.accepted {
-				s.Accept(id)
+				s.Accept(tokenizer.ID(id))
 			}
 			got := s.prepare(logits)
 			for i, v := range got {
-				want, changed := c.want[i]
+				want, changed := c.want[tokenizer.ID(i)]
 				if !changed {
 					want = logits[i]
 				}
@@ -627,7 +629,7 @@ func TestPenalties(t *testing.T) {
 		zeros := make([]float32, vocab)
 		for range 2000 {
 			id := r.IntN(12) * 4 // a few tokens, often repeated
-			s.Accept(id)
+			s.Accept(tokenizer.ID(id))
 			hist = append(hist, id)
 			recent := hist[max(0, len(hist)-window):]
 			got := s.prepare(zeros)
@@ -665,13 +667,13 @@ func TestLogitBias(t *testing.T) {
 	l[7] = -12 // hopeless
 	for _, c := range []struct {
 		name   string
-		bias   map[int]float32
+		bias   map[tokenizer.ID]float32
 		banned int // -1: none
 		forced int // -1: none
 	}{
-		{"-100 bans", map[int]float32{42: -100}, 42, -1},
-		{"+100 forces", map[int]float32{7: 100}, -1, 7},
-		{"out of range ignored", map[int]float32{n: 100, -4: 100}, -1, -1},
+		{"-100 bans", map[tokenizer.ID]float32{42: -100}, 42, -1},
+		{"+100 forces", map[tokenizer.ID]float32{7: 100}, -1, 7},
+		{"out of range ignored", map[tokenizer.ID]float32{n: 100, -4: 100}, -1, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, p := range []Params{
@@ -682,10 +684,10 @@ func TestLogitBias(t *testing.T) {
 				s := NewSampler(p, n)
 				for range 2000 {
 					id := s.Sample(l)
-					if id == c.banned {
+					if int(id) == c.banned {
 						t.Fatalf("%+v: sampled banned token %d", p, id)
 					}
-					if c.forced >= 0 && id != c.forced {
+					if c.forced >= 0 && int(id) != c.forced {
 						t.Fatalf("%+v: sampled %d, want forced %d", p, id, c.forced)
 					}
 				}
@@ -715,7 +717,7 @@ func TestLogprobs(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
 	const n = 2000
 	l := randomLogits(r, n, 2.5)
-	bias := map[int]float32{17: 6}
+	bias := map[tokenizer.ID]float32{17: 6}
 	s := NewSampler(Params{Temperature: 0.7, TopK: 5, TopP: 0.5, MinP: 0.2, LogitBias: bias, RepeatPenalty: 1.2, Seed: seed(1)}, n)
 	s.Accept(3)
 	s.Accept(3)
@@ -733,7 +735,7 @@ func TestLogprobs(t *testing.T) {
 
 	var total float64
 	for id := range n {
-		lp, _ := s.Logprobs(l, id, 0, nil)
+		lp, _ := s.Logprobs(l, tokenizer.ID(id), 0, nil)
 		if math.Abs(float64(lp)-want[id]) > 1e-5 {
 			t.Fatalf("token %d: logprob %v, want %v", id, lp, want[id])
 		}
@@ -752,7 +754,7 @@ func TestLogprobs(t *testing.T) {
 		}
 		order := refTop(adj, wantLen)
 		for i, x := range top {
-			if x.ID != order[i] || math.Abs(float64(x.Logprob)-want[x.ID]) > 1e-5 {
+			if int(x.ID) != order[i] || math.Abs(float64(x.Logprob)-want[x.ID]) > 1e-5 {
 				t.Errorf("n=%d: alternative %d is %+v, want token %d with %v", k, i, x, order[i], want[order[i]])
 			}
 		}
@@ -760,7 +762,7 @@ func TestLogprobs(t *testing.T) {
 			t.Errorf("chosen logprob %v, want %v", chosen, want[17])
 		}
 	}
-	if top, order := s.TopLogprobs(l, 3, nil), refTop(adj, 3); len(top) != 3 || top[0].ID != order[0] || top[2].ID != order[2] {
+	if top, order := s.TopLogprobs(l, 3, nil), refTop(adj, 3); len(top) != 3 || int(top[0].ID) != order[0] || int(top[2].ID) != order[2] {
 		t.Errorf("TopLogprobs = %+v, want tokens %v", top, order)
 	}
 	if lp, _ := s.Logprobs(l, n, 0, nil); !math.IsInf(float64(lp), -1) {
@@ -776,15 +778,15 @@ func TestLogprobs(t *testing.T) {
 
 func TestDegenerateLogits(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	any3 := []int{0, 1, 2}
+	any3 := []tokenizer.ID{0, 1, 2}
 	rows := []struct {
 		logits  []float32
-		allowed []int
+		allowed []tokenizer.ID
 	}{
 		{[]float32{nan, nan, nan}, any3},
 		{[]float32{-inf, -inf, -inf}, any3},
-		{[]float32{nan, 1, -inf}, []int{1}},
-		{[]float32{0, inf, 1}, []int{1}},
+		{[]float32{nan, 1, -inf}, []tokenizer.ID{1}},
+		{[]float32{0, inf, 1}, []tokenizer.ID{1}},
 		{[]float32{1, 1, 1}, any3},
 	}
 	for _, p := range []Params{
@@ -814,7 +816,7 @@ func TestSampleAllocatesNothing(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	const n = 32000
 	l := randomLogits(r, n, 3)
-	bias := map[int]float32{1: 5, 2: -100}
+	bias := map[tokenizer.ID]float32{1: 5, 2: -100}
 	dst := make([]TokenLogprob, 0, MaxTopLogprobs)
 	for _, c := range []struct {
 		name string
@@ -896,8 +898,8 @@ func TestSetParamsMatchesNewSampler(t *testing.T) {
 	run := func(s *Sampler) []int {
 		out := make([]int, len(rows))
 		for i, l := range rows {
-			out[i] = s.Sample(l)
-			s.Accept(out[i])
+			out[i] = int(s.Sample(l))
+			s.Accept(tokenizer.ID(out[i]))
 		}
 		return out
 	}
@@ -905,8 +907,8 @@ func TestSetParamsMatchesNewSampler(t *testing.T) {
 		{Temperature: 1, TopK: 200, TopP: 0.95, RepeatPenalty: 1.3, RepeatLastN: 8, Seed: seed(7)},
 		{},
 		{Temperature: 0.7, MinP: 0.1, FrequencyPenalty: 1, RepeatLastN: -1, Seed: seed(9)},
-		{LogitBias: map[int]float32{3: 100}},
-		{Temperature: 1.2, TopP: 0.9, PresencePenalty: 2, RepeatLastN: 40, LogitBias: map[int]float32{5: -100}, Seed: seed(11)},
+		{LogitBias: map[tokenizer.ID]float32{3: 100}},
+		{Temperature: 1.2, TopP: 0.9, PresencePenalty: 2, RepeatLastN: 40, LogitBias: map[tokenizer.ID]float32{5: -100}, Seed: seed(11)},
 		{Temperature: 1, Seed: seed(7)},
 	}
 	// One sampler goes through every configuration in turn, each time after

@@ -88,7 +88,7 @@ type Pool struct {
 	k32, v32 []float32
 
 	meta   []blockMeta
-	tokens []int // (blocks, block_tokens): the tokens of registered blocks
+	tokens []int32 // (blocks, block_tokens): the tokens of registered blocks
 
 	// links of the free and LRU lists: index i < n is block i, n is the
 	// free list's sentinel and n+1 the LRU list's.
@@ -100,7 +100,7 @@ type Pool struct {
 	buckets []int32
 	mask    uint64
 	seed    maphash.Seed
-	hash    func(parent uint64, tokens []int) uint64 // tests inject collisions here
+	hash    func(parent uint64, tokens []int32) uint64 // tests inject collisions here
 	nextID  uint64
 
 	used, shared int
@@ -198,7 +198,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 		prefault(p.v32)
 	}
 	p.meta = make([]blockMeta, n)
-	p.tokens = make([]int, n*p.bt)
+	p.tokens = make([]int32, n*p.bt)
 	p.prev = make([]int32, n+2)
 	p.next = make([]int32, n+2)
 	for _, s := range []int32{p.freeHead(), p.lruHead()} {

@@ -13,7 +13,7 @@ var benchOptions = PoolOptions{Layers: 4, KVHeads: 4, HeadDim: 64, Type: F16}
 // page faults of the pool's first use.
 func warm(b *testing.B, p *Pool) {
 	tab := newTestTable(b, p, p.Blocks()*p.BlockTokens())
-	if _, err := tab.Append(make([]int, tab.MaxLen())); err != nil {
+	if _, err := tab.Append(make([]int32, tab.MaxLen())); err != nil {
 		b.Fatal(err)
 	}
 	tab.Release()
@@ -30,13 +30,13 @@ func BenchmarkAppendDecode(b *testing.B) {
 			p := newTestPool(b, o, 4096/bt+1)
 			warm(b, p)
 			tab := newTestTable(b, p, 4096)
-			tok := []int{1}
+			tok := []int32{1}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				if tab.Len() == tab.MaxLen() {
 					tab.Release()
 				}
-				tok[0] = i & 511
+				tok[0] = int32(i & 511)
 				if _, err := tab.Append(tok); err != nil {
 					b.Fatal(err)
 				}
@@ -57,7 +57,7 @@ func BenchmarkAppendStoreDecode(b *testing.B) {
 	for i := range k {
 		k[i], v[i] = float32(i)/100, -float32(i)/100
 	}
-	tok := []int{1}
+	tok := []int32{1}
 	b.ReportAllocs()
 	for b.Loop() {
 		if tab.Len() == tab.MaxLen() {

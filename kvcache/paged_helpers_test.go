@@ -33,7 +33,7 @@ func newTestTable(t testing.TB, p *Pool, maxLen int) *BlockTable {
 	return tab
 }
 
-func prefixHash(prefix []int) uint64 {
+func prefixHash(prefix []int32) uint64 {
 	h := uint64(14695981039346656037)
 	for _, x := range prefix {
 		h ^= uint64(x) + 0x9e3779b97f4a7c15
@@ -46,7 +46,7 @@ func prefixHash(prefix []int) uint64 {
 // kvOf is the keys (kv_heads*head_dim) and values (kv_heads*head_dim_v) of
 // the last token of prefix in layer, computed in namespace ns (as with
 // another adapter).
-func kvOf(o PoolOptions, layer int, ns uint64, prefix []int) (k, v []float32) {
+func kvOf(o PoolOptions, layer int, ns uint64, prefix []int32) (k, v []float32) {
 	h := prefixHash(prefix) ^ ns*0x9e3779b97f4a7c15
 	k = make([]float32, o.KVHeads*o.HeadDim)
 	v = make([]float32, o.KVHeads*o.HeadDimV)
@@ -74,7 +74,7 @@ func store(tab *BlockTable, from, to int) {
 }
 
 // appendStored appends tokens to tab and writes their keys and values.
-func appendStored(t testing.TB, tab *BlockTable, tokens ...int) {
+func appendStored(t testing.TB, tab *BlockTable, tokens ...int32) {
 	t.Helper()
 	pos, err := tab.Append(tokens)
 	if err != nil {
@@ -241,10 +241,10 @@ func mustCheck(t testing.TB, p *Pool, tables ...*BlockTable) {
 }
 
 // seq is the tokens 0, 1, ..., n-1 shifted by base: distinct prompts.
-func seq(base, n int) []int {
-	s := make([]int, n)
+func seq(base, n int) []int32 {
+	s := make([]int32, n)
 	for i := range s {
-		s[i] = base + i
+		s[i] = int32(base + i)
 	}
 	return s
 }

@@ -21,7 +21,7 @@ import (
 
 // chainHash is the default hash of a block: maphash of the parent's chain
 // hash and the block's tokens.
-func (p *Pool) chainHash(parent uint64, tokens []int) uint64 {
+func (p *Pool) chainHash(parent uint64, tokens []int32) uint64 {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	var buf [8 * 32]byte
@@ -42,7 +42,7 @@ func (p *Pool) chainHash(parent uint64, tokens []int) uint64 {
 // lookup returns the registered block with chain hash h, the given tokens
 // and parent: the id of the block before it, or for the first block of a
 // chain (root) the namespace. It returns -1 when there is none.
-func (p *Pool) lookup(h, parent uint64, root bool, tokens []int) int {
+func (p *Pool) lookup(h, parent uint64, root bool, tokens []int32) int {
 	for b := p.buckets[h&p.mask]; b >= 0; b = p.meta[b].bnext {
 		m := &p.meta[b]
 		if m.hash == h && m.parent == parent && m.root == root && slices.Equal(p.blockTokens(int(b)), tokens) {
@@ -53,12 +53,12 @@ func (p *Pool) lookup(h, parent uint64, root bool, tokens []int) int {
 }
 
 // blockTokens is the token record of block b; meaningful while registered.
-func (p *Pool) blockTokens(b int) []int { return p.tokens[b*p.bt : (b+1)*p.bt] }
+func (p *Pool) blockTokens(b int) []int32 { return p.tokens[b*p.bt : (b+1)*p.bt] }
 
 // register enters block b, whose keys and values are written for tokens
 // after the block with id parent (or first in namespace parent, when root),
 // in the index under chain hash h.
-func (p *Pool) register(b int, h, parent uint64, root bool, tokens []int) {
+func (p *Pool) register(b int, h, parent uint64, root bool, tokens []int32) {
 	m := &p.meta[b]
 	m.id, m.parent, m.root, m.hash = p.nextID, parent, root, h
 	p.nextID++
@@ -135,7 +135,7 @@ func (t *BlockTable) Commit() {
 // token (for its logits), Match the whole prompt and Truncate to one less:
 // the block holding that token is copied when it is written, so every other
 // cached position still counts.
-func (t *BlockTable) Match(tokens []int) int {
+func (t *BlockTable) Match(tokens []int32) int {
 	t.Release()
 	p := t.pool
 	t.chain(tokens, func(b int) {
@@ -157,7 +157,7 @@ func (t *BlockTable) Match(tokens []int) int {
 // partial block at the end (the index's last block cut at limit, or the
 // table's own) is copied when the table writes it, so the cached blocks
 // stay as they are for the next prompt.
-func (t *BlockTable) Reuse(tokens []int, limit int) int {
+func (t *BlockTable) Reuse(tokens []int32, limit int) int {
 	limit = max(min(limit, len(tokens), t.maxLen), 0)
 	p := t.pool
 	own := 0
@@ -182,7 +182,7 @@ func (t *BlockTable) Reuse(tokens []int, limit int) int {
 
 // probe is the number of tokens Match would find in the index, changing
 // nothing.
-func (t *BlockTable) probe(tokens []int) int {
+func (t *BlockTable) probe(tokens []int32) int {
 	n := 0
 	t.chain(tokens, func(int) { n += t.pool.bt })
 	return n
@@ -191,7 +191,7 @@ func (t *BlockTable) probe(tokens []int) int {
 // chain calls visit with each block of the longest chain of cached full
 // blocks of the table's namespace that starts tokens, at most MaxLen
 // positions, in order.
-func (t *BlockTable) chain(tokens []int, visit func(b int)) {
+func (t *BlockTable) chain(tokens []int32, visit func(b int)) {
 	p := t.pool
 	parentHash, parentID := t.namespace, t.namespace
 	for i := range min(len(tokens), t.maxLen) / p.bt {
@@ -208,7 +208,7 @@ func (t *BlockTable) chain(tokens []int, visit func(b int)) {
 
 // Match is NewTable followed by the table's Match: a new table sharing the
 // longest cached prefix of tokens, and the number of tokens it holds.
-func (p *Pool) Match(tokens []int, maxLen int) (*BlockTable, int, error) {
+func (p *Pool) Match(tokens []int32, maxLen int) (*BlockTable, int, error) {
 	t, err := p.NewTable(maxLen)
 	if err != nil {
 		return nil, 0, err

@@ -18,10 +18,10 @@ import (
 func TestPagedRandomOps(t *testing.T) {
 	hashes := []struct {
 		name string
-		hash func(parent uint64, tokens []int) uint64
+		hash func(parent uint64, tokens []int32) uint64
 	}{
 		{"maphash", nil},
-		{"colliding", func(parent uint64, tokens []int) uint64 { return (parent + uint64(tokens[0])) % 3 }},
+		{"colliding", func(parent uint64, tokens []int32) uint64 { return (parent + uint64(tokens[0])) % 3 }},
 	}
 	const ops = 4000 // 0.1 s each
 	for hi, hc := range hashes {
@@ -46,22 +46,22 @@ func runRandomOps(t *testing.T, p *Pool, r *rand.Rand, ops int) {
 	var tables []*BlockTable
 	var counts [10]int
 	poolFull := 0
-	appendCounted := func(tab *BlockTable, tokens []int) {
+	appendCounted := func(tab *BlockTable, tokens []int32) {
 		if errors.Is(appendChecked(t, p, tab, tokens), ErrPoolFull) {
 			poolFull++
 		}
 	}
 	// Tokens from a small alphabet, so that prefixes repeat often.
-	randTokens := func(n int) []int {
-		s := make([]int, n)
+	randTokens := func(n int) []int32 {
+		s := make([]int32, n)
 		for i := range s {
-			s[i] = r.IntN(3)
+			s[i] = int32(r.IntN(3))
 		}
 		return s
 	}
 	// prompt is a new prompt: often a live table's prefix plus some more.
-	prompt := func() []int {
-		var pr []int
+	prompt := func() []int32 {
+		var pr []int32
 		if len(tables) > 0 && r.IntN(4) != 0 {
 			src := tables[r.IntN(len(tables))].Tokens()
 			pr = slices.Clone(src[:r.IntN(len(src)+1)])
@@ -196,7 +196,7 @@ func runRandomOps(t *testing.T, p *Pool, r *rand.Rand, ops int) {
 // if another table shares it) outnumber the free and cached ones; a block
 // the table has alone but the index caches is copied only when there is
 // room, so it never makes Append fail. A failed Append changes nothing.
-func appendChecked(t *testing.T, p *Pool, tab *BlockTable, tokens []int) error {
+func appendChecked(t *testing.T, p *Pool, tab *BlockTable, tokens []int32) error {
 	t.Helper()
 	n, blocks := tab.Len(), slices.Clone(tab.Blocks())
 	need := (n+len(tokens)+p.bt-1)/p.bt - len(blocks)

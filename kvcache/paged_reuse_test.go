@@ -12,8 +12,8 @@ func TestReuse(t *testing.T) {
 	// Cached by another table: 0..9 as blocks [0..3] [4..7] committed.
 	cases := []struct {
 		name   string
-		own    []int // the reusing table's tokens before
-		prompt []int
+		own    []int32 // the reusing table's tokens before
+		prompt []int32
 		limit  int
 		want   int
 	}{
@@ -22,7 +22,7 @@ func TestReuse(t *testing.T) {
 		{"own longer than index", seq(0, 11), seq(0, 20), 19, 11},
 		{"index longer than own", seq(0, 3), seq(0, 12), 11, 8},
 		{"own diverges", append(seq(0, 6), 50, 51), seq(0, 12), 11, 8},
-		{"nothing cached", []int{70, 71}, []int{80, 81, 82}, 2, 0},
+		{"nothing cached", []int32{70, 71}, []int32{80, 81, 82}, 2, 0},
 		{"limit 0", seq(0, 11), seq(0, 11), 0, 0},
 		{"own equal to prompt, limit len-1", seq(0, 10), seq(0, 10), 9, 9},
 	}

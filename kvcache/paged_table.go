@@ -18,8 +18,8 @@ import (
 // table is not safe for concurrent use.
 type BlockTable struct {
 	pool   *Pool
-	blocks []int // (ceil(len/block_tokens)) block ids; capacity for maxLen
-	tokens []int // capacity maxLen
+	blocks []int   // (ceil(len/block_tokens)) block ids; capacity for maxLen
+	tokens []int32 // capacity maxLen
 	// The leading blocks that are full and registered in the index. Their
 	// chain hashes and ids are in the pool's metadata.
 	committed int
@@ -42,7 +42,7 @@ func (p *Pool) NewTable(maxLen int) (*BlockTable, error) {
 	return &BlockTable{
 		pool:   p,
 		blocks: make([]int, 0, (maxLen+p.bt-1)/p.bt),
-		tokens: make([]int, 0, maxLen),
+		tokens: make([]int32, 0, maxLen),
 		maxLen: maxLen,
 	}, nil
 }
@@ -71,7 +71,7 @@ func (t *BlockTable) MaxLen() int { return t.maxLen }
 
 // Tokens are the table's tokens, in order. The slice is the table's own:
 // read it, don't keep or change it.
-func (t *BlockTable) Tokens() []int { return t.tokens }
+func (t *BlockTable) Tokens() []int32 { return t.tokens }
 
 // Blocks are the ids of the table's blocks, in position order. The slice is
 // the table's own and valid until the next change of the table (Append may
@@ -100,7 +100,7 @@ func (t *BlockTable) Locate(pos int) (block, offset int) {
 //
 // On an error (ErrTableFull, ErrPoolFull) nothing has changed. Appending a
 // decode token allocates nothing, whether or not it needs a new block.
-func (t *BlockTable) Append(tokens []int) (int, error) {
+func (t *BlockTable) Append(tokens []int32) (int, error) {
 	p := t.pool
 	pos, n := len(t.tokens), len(tokens)
 	if n == 0 {
@@ -214,7 +214,7 @@ func (t *BlockTable) Fork() *BlockTable {
 	f := &BlockTable{
 		pool:   t.pool,
 		blocks: make([]int, 0, cap(t.blocks)),
-		tokens: make([]int, 0, cap(t.tokens)),
+		tokens: make([]int32, 0, cap(t.tokens)),
 		maxLen: t.maxLen,
 	}
 	f.Share(t)

@@ -253,23 +253,23 @@ func TestCopyOnWrite(t *testing.T) {
 		name       string
 		blocks     int
 		setup      func(t *testing.T, a *BlockTable) *BlockTable // returns the other holder, or nil
-		write      []int                                         // tokens a appends afterwards
+		write      []int32                                       // tokens a appends afterwards
 		wantCopies uint64
 		wantCached bool // a's old block stays cached (matchable)
 	}{
-		{"fork, parent writes", 8, func(t *testing.T, a *BlockTable) *BlockTable { return a.Fork() }, []int{100, 101}, 1, false},
+		{"fork, parent writes", 8, func(t *testing.T, a *BlockTable) *BlockTable { return a.Fork() }, []int32{100, 101}, 1, false},
 		{"fork, parent writes past the block", 8, func(t *testing.T, a *BlockTable) *BlockTable { return a.Fork() }, seq(100, 7), 1, false},
 		{"truncate into a shared block", 8, func(t *testing.T, a *BlockTable) *BlockTable {
 			b := a.Fork()
 			_ = a.Truncate(3)
 			return b
-		}, []int{100}, 1, false},
+		}, []int32{100}, 1, false},
 		{"truncate into a committed block", 8, func(t *testing.T, a *BlockTable) *BlockTable {
 			_ = a.Truncate(4)
 			a.Commit()
 			_ = a.Truncate(2)
 			return nil
-		}, []int{100, 101, 102}, 1, true},
+		}, []int32{100, 101, 102}, 1, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -297,7 +297,7 @@ func TestCopyOnWrite(t *testing.T) {
 				t.Fatalf("%d copies, want %d", got, c.wantCopies)
 			}
 			m := newTestTable(t, p, 16)
-			if n := m.Match([]int{1, 2, 3, 4, 9}); (n == 4) != c.wantCached {
+			if n := m.Match([]int32{1, 2, 3, 4, 9}); (n == 4) != c.wantCached {
 				t.Fatalf("Match of the committed block gives %d tokens, want it cached: %v", n, c.wantCached)
 			}
 			mustCheck(t, p, append(tables, m)...)
@@ -320,7 +320,7 @@ func TestCopyOnWrite(t *testing.T) {
 			t.Fatalf("stats %+v, committed %d", st, a.Committed())
 		}
 		m := newTestTable(t, p, 8)
-		if n := m.Match([]int{1, 2, 3, 4, 9}); n != 0 {
+		if n := m.Match([]int32{1, 2, 3, 4, 9}); n != 0 {
 			t.Fatalf("the overwritten block still matches %d tokens", n)
 		}
 	})
@@ -328,7 +328,7 @@ func TestCopyOnWrite(t *testing.T) {
 
 func TestMatch(t *testing.T) {
 	type op struct {
-		prompt    []int
+		prompt    []int32
 		maxLen    int // of the matching table; 0: 64
 		wantN     int
 		keep      bool // the matching table keeps its blocks, appends the rest and commits
@@ -345,8 +345,8 @@ func TestMatch(t *testing.T) {
 		{"one full block", []op{{prompt: seq(0, 4), wantN: 4}}},
 		{"partial block is not shared", []op{{prompt: seq(0, 7), wantN: 4}}},
 		{"differs in the second block", []op{{prompt: append(seq(0, 5), 99, 6, 7, 8), wantN: 4}}},
-		{"differs in the first token", []op{{prompt: append([]int{99}, seq(1, 9)...), wantN: 0}}},
-		{"same block after another first block", []op{{prompt: append([]int{99, 1, 2, 3}, seq(4, 6)...), wantN: 0}}},
+		{"differs in the first token", []op{{prompt: append([]int32{99}, seq(1, 9)...), wantN: 0}}},
+		{"same block after another first block", []op{{prompt: append([]int32{99, 1, 2, 3}, seq(4, 6)...), wantN: 0}}},
 		{"limited by MaxLen", []op{{prompt: seq(0, 10), maxLen: 7, wantN: 4}}},
 		{"empty prompt", []op{{prompt: nil, wantN: 0}}},
 		{"extending the chain", []op{
@@ -354,8 +354,8 @@ func TestMatch(t *testing.T) {
 			{prompt: seq(0, 16), wantN: 12},
 		}},
 		{"a second writer of the same blocks shares the cached ones", []op{
-			{prompt: append([]int{99}, seq(1, 9)...), wantN: 0, keep: true},
-			{prompt: append([]int{99}, seq(1, 9)...), wantN: 8, keep: true, wantDedup: 0},
+			{prompt: append([]int32{99}, seq(1, 9)...), wantN: 0, keep: true},
+			{prompt: append([]int32{99}, seq(1, 9)...), wantN: 8, keep: true, wantDedup: 0},
 		}},
 	}
 	for _, c := range cases {
@@ -448,7 +448,7 @@ func TestCommitDedups(t *testing.T) {
 // first.
 func TestLRUEviction(t *testing.T) {
 	p := newTestPool(t, small, 8)
-	prompts := [][]int{seq(0, 8), seq(100, 8), seq(200, 8)} // two blocks each
+	prompts := [][]int32{seq(0, 8), seq(100, 8), seq(200, 8)} // two blocks each
 	for _, pr := range prompts {
 		tab := newTestTable(t, p, 32)
 		appendStored(t, tab, pr...)
@@ -468,7 +468,7 @@ func TestLRUEviction(t *testing.T) {
 	// prompt 2's second, its first, prompt 0's second, its first.
 	// cachedLen walks the index as Match does, without taking the blocks
 	// (which would change the order under test).
-	cachedLen := func(pr []int) int {
+	cachedLen := func(pr []int32) int {
 		var parentHash, parentID uint64
 		n := 0
 		for ; n+4 <= len(pr); n += 4 {
@@ -521,12 +521,12 @@ func TestLRUEviction(t *testing.T) {
 func TestHashCollision(t *testing.T) {
 	hashes := []struct {
 		name string
-		hash func(parent uint64, tokens []int) uint64
+		hash func(parent uint64, tokens []int32) uint64
 	}{
-		{"constant", func(uint64, []int) uint64 { return 42 }},
-		{"parent only", func(parent uint64, _ []int) uint64 { return parent + 1 }},
-		{"tokens only", func(_ uint64, tokens []int) uint64 { return uint64(tokens[0]) }},
-		{"sum of tokens", func(parent uint64, tokens []int) uint64 {
+		{"constant", func(uint64, []int32) uint64 { return 42 }},
+		{"parent only", func(parent uint64, _ []int32) uint64 { return parent + 1 }},
+		{"tokens only", func(_ uint64, tokens []int32) uint64 { return uint64(tokens[0]) }},
+		{"sum of tokens", func(parent uint64, tokens []int32) uint64 {
 			s := parent
 			for _, x := range tokens {
 				s += uint64(x)
@@ -536,7 +536,7 @@ func TestHashCollision(t *testing.T) {
 	}
 	// Prompts whose blocks are equal after different parents, and
 	// different with the same token sums.
-	prompts := [][]int{
+	prompts := [][]int32{
 		{1, 2, 3, 4, 5, 6, 7, 8},
 		{2, 1, 3, 4, 5, 6, 7, 8},
 		{1, 2, 3, 4, 8, 7, 6, 5},
@@ -592,13 +592,13 @@ func TestPoolFull(t *testing.T) {
 	steps := []struct {
 		name    string
 		tab     *BlockTable
-		tokens  []int
+		tokens  []int32
 		wantErr error
 		wantMsg string
 	}{
 		{"b takes the last block", b, seq(50, 4), nil, ""},
-		{"b needs a fifth", b, []int{1}, ErrPoolFull, "1 blocks needed, 0 free and 0 cached (evictable) of 4, 4 in use"},
-		{"a must copy its shared last block", a, []int{1}, ErrPoolFull, "1 blocks needed"},
+		{"b needs a fifth", b, []int32{1}, ErrPoolFull, "1 blocks needed, 0 free and 0 cached (evictable) of 4, 4 in use"},
+		{"a must copy its shared last block", a, []int32{1}, ErrPoolFull, "1 blocks needed"},
 		{"past MaxLen", a, seq(0, 7), ErrTableFull, "7 tokens after 10 of 16"},
 	}
 	for _, s := range steps {
@@ -672,7 +672,7 @@ func TestStatsBytes(t *testing.T) {
 // Commit, allocates nothing: within a block, with a new block from the free
 // list, and with a new block evicted from the cache.
 func TestAppendAllocs(t *testing.T) {
-	tok := []int{7}
+	tok := []int32{7}
 	t.Run("within a block", func(t *testing.T) {
 		p := newTestPool(t, small, 8)
 		tab := newTestTable(t, p, 32)
@@ -798,7 +798,7 @@ func TestNamespaces(t *testing.T) {
 		t.Run(map[bool]string{false: "maphash", true: "colliding"}[colliding], func(t *testing.T) {
 			p := newTestPool(t, small, 16)
 			if colliding {
-				p.hash = func(uint64, []int) uint64 { return 0 }
+				p.hash = func(uint64, []int32) uint64 { return 0 }
 			}
 			a := newTestTable(t, p, 16)
 			appendStored(t, a, seq(0, 8)...)
@@ -810,7 +810,7 @@ func TestNamespaces(t *testing.T) {
 			}
 			cases := []struct {
 				ns     uint64
-				prompt []int
+				prompt []int32
 				want   int
 			}{
 				{0, seq(0, 8), 8},

@@ -118,8 +118,8 @@ func (m *Model) RenderChat(messages []map[string]any, tools []any, addGeneration
 	})
 }
 
-func tokenText(v *tokenizer.Vocab, id int) string {
-	if id < 0 || id >= len(v.Tokens) {
+func tokenText(v *tokenizer.Vocab, id tokenizer.ID) string {
+	if id < 0 || int(id) >= len(v.Tokens) {
 		return ""
 	}
 	return v.Tokens[id]

@@ -12,15 +12,16 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // activationFixture is testdata/llamacpp_activations.json: the first 16
 // values of the last token's row at every named point of llama.cpp's graph,
 // for a prompt and the first decode step (see ../../kernels/testdata).
 type activationFixture struct {
-	Model        string `json:"model"`
-	PromptTokens []int  `json:"prompt_tokens"`
-	NextToken    int    `json:"next_token"`
+	Model        string         `json:"model"`
+	PromptTokens []tokenizer.ID `json:"prompt_tokens"`
+	NextToken    int            `json:"next_token"`
 	Points       []struct {
 		Decode int    `json:"decode"`
 		Name   string `json:"name"` // llama.cpp's tensor name, as "ffn_out-2"
@@ -72,7 +73,7 @@ func TestActivationsMatchLlamaCpp(t *testing.T) {
 	}
 	logits := make([]float32, b.Model().VocabSize)
 	checked := 0
-	for decode, toks := range [][]int{fx.PromptTokens, {fx.NextToken}} {
+	for decode, toks := range [][]tokenizer.ID{fx.PromptTokens, {tokenizer.ID(tokenizer.ID(fx.NextToken))}} {
 		clear(seen)
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // openFile loads the model at path, returning the backend and its file.
@@ -144,7 +145,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 			type spec struct {
 				a      *lora.Adapter
 				scale  float32
-				prompt []int
+				prompt []tokenizer.ID
 			}
 			specs := []spec{
 				{aA, 1, promptA},
@@ -153,7 +154,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 				{aB, 1, promptA},
 				{nil, 0, promptA},
 			}
-			next := []int{432, 17, 300}
+			next := []tokenizer.ID{432, 17, 300}
 			// Alone.
 			wantPre := make([][]float32, len(specs))
 			wantDec := make([][]float32, len(specs))
@@ -164,7 +165,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 				forward(t, b, backends.Step{Seq: s, Tokens: sp.prompt, Outputs: backends.AllTokens, Logits: wantPre[i]})
 				for _, tok := range next {
 					l := make([]float32, vocab)
-					forward(t, b, backends.Step{Seq: s, Tokens: []int{tok}, Logits: l})
+					forward(t, b, backends.Step{Seq: s, Tokens: []tokenizer.ID{tok}, Logits: l})
 					wantDec[i] = append(wantDec[i], l...)
 				}
 			}
@@ -182,7 +183,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 			}
 			for k, tok := range next {
 				for i := range specs {
-					steps[i] = backends.Step{Seq: seqs[i], Tokens: []int{tok}, Logits: make([]float32, vocab)}
+					steps[i] = backends.Step{Seq: seqs[i], Tokens: []tokenizer.ID{tok}, Logits: make([]float32, vocab)}
 				}
 				forward(t, b, steps...)
 				for i := range specs {
@@ -278,7 +279,7 @@ func TestAdapterDecodeAllocatesNothing(t *testing.T) {
 	setAdapter(t, s1, a1, 1)
 	setAdapter(t, s2, a2, 1)
 	l1, l2, l3 := make([]float32, vocab), make([]float32, vocab), make([]float32, vocab)
-	steps := []backends.Step{{Seq: s1, Tokens: []int{1}, Logits: l1}, {Seq: s2, Tokens: []int{2}, Logits: l2}, {Seq: s3, Tokens: []int{3}, Logits: l3}}
+	steps := []backends.Step{{Seq: s1, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: s2, Tokens: []tokenizer.ID{2}, Logits: l2}, {Seq: s3, Tokens: []tokenizer.ID{3}, Logits: l3}}
 	forward(t, b, steps...)
 	allocs := testing.AllocsPerRun(20, func() {
 		if err := b.Forward(steps); err != nil {

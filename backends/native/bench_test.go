@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 var benchModels = [][]string{
@@ -24,9 +25,9 @@ func BenchmarkForward(b *testing.B) {
 			be := open(b, Options{Threads: threads}, m...)
 			vocab := be.Model().VocabSize
 			logits := make([]float32, vocab)
-			toks := make([]int, prompt)
+			toks := make([]tokenizer.ID, prompt)
 			for i := range toks {
-				toks[i] = (i*7 + 1) % vocab
+				toks[i] = tokenizer.ID((i*7 + 1) % vocab)
 			}
 			seq := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
 			b.Run(name+"/prefill", func(b *testing.B) {
@@ -38,7 +39,7 @@ func BenchmarkForward(b *testing.B) {
 			})
 			b.Run(name+"/decode", func(b *testing.B) {
 				seq.Reset()
-				step := []backends.Step{{Seq: seq, Tokens: []int{1}, Logits: logits}}
+				step := []backends.Step{{Seq: seq, Tokens: []tokenizer.ID{1}, Logits: logits}}
 				for b.Loop() {
 					if seq.Len() == ctx {
 						seq.Reset()

@@ -104,7 +104,7 @@ func (b *Backend) check(steps []backends.Step) error {
 		}
 		need[pi] += s.table.Need(len(st.Tokens))
 		for _, t := range st.Tokens {
-			if t < 0 || t >= vocab {
+			if t < 0 || int(t) >= vocab {
 				return fmt.Errorf("native: step %d: token %d is outside the vocabulary of %d", i, t, vocab)
 			}
 		}
@@ -139,7 +139,7 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 		for j, t := range steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n] {
 			r := sg.row0 + j
 			bf.rowSeg[r] = int32(i)
-			embed.DequantizeRow(b.w.tokEmbd.row(t), bf.x[r*dim:(r+1)*dim])
+			embed.DequantizeRow(b.w.tokEmbd.row(int(t)), bf.x[r*dim:(r+1)*dim])
 			b.rope.Angles(sg.pos0+j, bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half])
 		}
 	}

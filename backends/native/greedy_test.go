@@ -9,6 +9,7 @@ import (
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // open loads a model file from the shared test data.
@@ -42,18 +43,18 @@ func argmax(x []float32) int {
 }
 
 // greedy feeds prompt in one step, then decodes n tokens one per step.
-func greedy(tb testing.TB, b *Backend, seq backends.Sequence, prompt []int, n int) []int {
+func greedy(tb testing.TB, b *Backend, seq backends.Sequence, prompt []tokenizer.ID, n int) []tokenizer.ID {
 	tb.Helper()
 	logits := make([]float32, b.Model().VocabSize)
-	var out []int
+	var out []tokenizer.ID
 	toks := prompt
 	for range n {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
 			tb.Fatal(err)
 		}
 		t := argmax(logits)
-		out = append(out, t)
-		toks = []int{t}
+		out = append(out, tokenizer.ID(t))
+		toks = []tokenizer.ID{tokenizer.ID(t)}
 	}
 	return out
 }
@@ -65,10 +66,10 @@ func TestStoriesGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := greedy(t, b, seq, []int{1}, 40)
+	got := greedy(t, b, seq, []tokenizer.ID{1}, 40)
 	var s []string
 	for _, x := range got {
-		s = append(s, strconv.Itoa(x))
+		s = append(s, strconv.Itoa(int(x)))
 	}
 	if g := strings.Join(s, " "); g != want {
 		t.Fatalf("greedy from BOS:\n got %s\nwant %s", g, want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // models the structural tests run on: a trained F32 llama, quantized llama
@@ -62,19 +63,19 @@ func closeRel(t *testing.T, what string, got, want []float32, tol float64) {
 	}
 }
 
-var promptA = []int{1, 403, 407, 261, 378, 432, 383, 286}
-var promptB = []int{1, 291, 376}
+var promptA = []tokenizer.ID{1, 403, 407, 261, 378, 432, 383, 286}
+var promptB = []tokenizer.ID{1, 291, 376}
 
 // alone runs prompt in one step with every token's logits, then decodes
 // the tokens of next one by one, on a fresh sequence.
-func alone(t *testing.T, b *Backend, prompt, next []int) (prefill, decode []float32) {
+func alone(t *testing.T, b *Backend, prompt, next []tokenizer.ID) (prefill, decode []float32) {
 	vocab := b.Model().VocabSize
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
 	prefill = make([]float32, len(prompt)*vocab)
 	forward(t, b, backends.Step{Seq: s, Tokens: prompt, Outputs: backends.AllTokens, Logits: prefill})
 	for _, tok := range next {
 		l := make([]float32, vocab)
-		forward(t, b, backends.Step{Seq: s, Tokens: []int{tok}, Logits: l})
+		forward(t, b, backends.Step{Seq: s, Tokens: []tokenizer.ID{tok}, Logits: l})
 		decode = append(decode, l...)
 	}
 	return prefill, decode
@@ -88,8 +89,8 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		t.Run(m[len(m)-1], func(t *testing.T) {
 			b := open(t, Options{Threads: 2}, m...)
 			vocab := b.Model().VocabSize
-			wantA, wantADecode := alone(t, b, promptA, []int{432})
-			wantB, _ := alone(t, b, append(append([]int{}, promptB...), promptA[1:6]...), nil)
+			wantA, wantADecode := alone(t, b, promptA, []tokenizer.ID{432})
+			wantB, _ := alone(t, b, append(append([]tokenizer.ID{}, promptB...), promptA[1:6]...), nil)
 
 			a := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
 			bs := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
@@ -106,7 +107,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 			restB := make([]float32, 5*vocab)
 			forward(t, b,
 				backends.Step{Seq: bs, Tokens: promptA[1:6], Outputs: backends.AllTokens, Logits: restB},
-				backends.Step{Seq: a, Tokens: []int{432}, Logits: decA})
+				backends.Step{Seq: a, Tokens: []tokenizer.ID{432}, Logits: decA})
 			closeRel(t, "A decode", decA, wantADecode, 1e-4)
 			closeRel(t, "B second chunk", restB, wantB[len(gotB):], 1e-4)
 			if a.Len() != len(promptA)+1 || bs.Len() != len(promptB)+5 {
@@ -148,7 +149,7 @@ func TestAgainstNaive(t *testing.T) {
 				forward(t, b, backends.Step{Seq: s, Tokens: promptA, Outputs: backends.AllTokens, Logits: logits, Hidden: hidden})
 				nv := newNaive(b, true, kv == kvcache.F16)
 				for i, tok := range promptA {
-					wl, wh := nv.step(tok)
+					wl, wh := nv.step(int(tok))
 					tol := naiveTolerance(m[len(m)-1])
 					closeRel(t, kv.String()+" logits", logits[i*info.VocabSize:(i+1)*info.VocabSize], wl, tol)
 					closeRel(t, kv.String()+" hidden", hidden[i*info.Dim:(i+1)*info.Dim], wh, tol)
@@ -199,12 +200,12 @@ func TestTruncateReusesPrefix(t *testing.T) {
 	if got := s.Tokens(); len(got) != 3 || got[2] != promptA[2] {
 		t.Fatalf("Tokens() after Truncate(3) = %v", got)
 	}
-	suffix := []int{291, 376, 400}
+	suffix := []tokenizer.ID{291, 376, 400}
 	got := make([]float32, vocab)
 	forward(t, b, backends.Step{Seq: s, Tokens: suffix, Logits: got})
 
 	want := make([]float32, vocab)
-	fresh := append(append([]int{}, promptA[:3]...), suffix...)
+	fresh := append(append([]tokenizer.ID{}, promptA[:3]...), suffix...)
 	forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{MaxLen: 32}), Tokens: fresh, Logits: want})
 	closeRel(t, "after truncate", got, want, 0)
 
@@ -223,7 +224,7 @@ func TestForwardRejects(t *testing.T) {
 	other := open(t, Options{Threads: 1}, "models", "stories260K.gguf")
 	info := b.Model()
 	good := newSeq(t, b, backends.SequenceOptions{MaxLen: 8})
-	forward(t, b, backends.Step{Seq: good, Tokens: []int{1, 2}})
+	forward(t, b, backends.Step{Seq: good, Tokens: []tokenizer.ID{1, 2}})
 	closed := newSeq(t, b, backends.SequenceOptions{MaxLen: 8})
 	closed.Close()
 	foreign := newSeq(t, other, backends.SequenceOptions{MaxLen: 8})
@@ -233,21 +234,21 @@ func TestForwardRejects(t *testing.T) {
 		steps []backends.Step
 		is    error
 	}{
-		{"nil sequence", []backends.Step{{Tokens: []int{1}}}, nil},
-		{"foreign sequence", []backends.Step{{Seq: foreign, Tokens: []int{1}}}, nil},
-		{"closed sequence", []backends.Step{{Seq: closed, Tokens: []int{1}}}, backends.ErrClosed},
+		{"nil sequence", []backends.Step{{Tokens: []tokenizer.ID{1}}}, nil},
+		{"foreign sequence", []backends.Step{{Seq: foreign, Tokens: []tokenizer.ID{1}}}, nil},
+		{"closed sequence", []backends.Step{{Seq: closed, Tokens: []tokenizer.ID{1}}}, backends.ErrClosed},
 		{"no tokens", []backends.Step{{Seq: good}}, nil},
-		{"negative token", []backends.Step{{Seq: good, Tokens: []int{-1}}}, nil},
-		{"token past vocab", []backends.Step{{Seq: good, Tokens: []int{info.VocabSize}}}, nil},
-		{"too long", []backends.Step{{Seq: good, Tokens: make([]int, 7)}}, backends.ErrContextFull},
-		{"twice", []backends.Step{{Seq: good, Tokens: []int{1}}, {Seq: good, Tokens: []int{1}}}, nil},
-		{"short logits", []backends.Step{{Seq: good, Tokens: []int{1}, Logits: make([]float32, info.VocabSize-1)}}, nil},
-		{"logits for last, all wanted", []backends.Step{{Seq: good, Tokens: []int{1, 2}, Outputs: backends.AllTokens,
+		{"negative token", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{-1}}}, nil},
+		{"token past vocab", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{tokenizer.ID(info.VocabSize)}}}, nil},
+		{"too long", []backends.Step{{Seq: good, Tokens: make([]tokenizer.ID, 7)}}, backends.ErrContextFull},
+		{"twice", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{1}}, {Seq: good, Tokens: []tokenizer.ID{1}}}, nil},
+		{"short logits", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{1}, Logits: make([]float32, info.VocabSize-1)}}, nil},
+		{"logits for last, all wanted", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{1, 2}, Outputs: backends.AllTokens,
 			Logits: make([]float32, info.VocabSize)}}, nil},
-		{"long hidden", []backends.Step{{Seq: good, Tokens: []int{1}, Hidden: make([]float32, info.Dim+1)}}, nil},
-		{"unknown outputs", []backends.Step{{Seq: good, Tokens: []int{1}, Outputs: 7}}, nil},
+		{"long hidden", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{1}, Hidden: make([]float32, info.Dim+1)}}, nil},
+		{"unknown outputs", []backends.Step{{Seq: good, Tokens: []tokenizer.ID{1}, Outputs: 7}}, nil},
 		// The first step is fine; the second's error must leave it undone.
-		{"second step bad", []backends.Step{{Seq: foreign, Tokens: []int{1}}, {Seq: good, Tokens: []int{-5}}}, nil},
+		{"second step bad", []backends.Step{{Seq: foreign, Tokens: []tokenizer.ID{1}}, {Seq: good, Tokens: []tokenizer.ID{-5}}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -270,7 +271,7 @@ func TestForwardRejects(t *testing.T) {
 		t.Fatal("a sequence of negative length was made")
 	}
 	b.Close()
-	if err := b.Forward([]backends.Step{{Seq: good, Tokens: []int{1}}}); !errors.Is(err, backends.ErrClosed) {
+	if err := b.Forward([]backends.Step{{Seq: good, Tokens: []tokenizer.ID{1}}}); !errors.Is(err, backends.ErrClosed) {
 		t.Fatalf("Forward after Close: %v", err)
 	}
 }
@@ -284,8 +285,8 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 		s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.F32})
 		l1, l2 := make([]float32, vocab), make([]float32, vocab)
 		forward(t, b, backends.Step{Seq: s1, Tokens: promptA, Logits: l1}, backends.Step{Seq: s2, Tokens: promptB, Logits: l2})
-		one := []backends.Step{{Seq: s1, Tokens: []int{1}, Logits: l1}}
-		two := []backends.Step{{Seq: s1, Tokens: []int{1}, Logits: l1}, {Seq: s2, Tokens: []int{2}, Logits: l2}}
+		one := []backends.Step{{Seq: s1, Tokens: []tokenizer.ID{1}, Logits: l1}}
+		two := []backends.Step{{Seq: s1, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: s2, Tokens: []tokenizer.ID{2}, Logits: l2}}
 		for name, steps := range map[string][]backends.Step{"one sequence": one, "two sequences": two} {
 			allocs := testing.AllocsPerRun(20, func() {
 				if err := b.Forward(steps); err != nil {
@@ -316,7 +317,7 @@ func TestModelInfo(t *testing.T) {
 	if s.CacheBytes() != 0 || s.MaxLen() != 100 {
 		t.Fatalf("empty sequence: CacheBytes() = %d, MaxLen() = %d", s.CacheBytes(), s.MaxLen())
 	}
-	forward(t, b, backends.Step{Seq: s, Tokens: make([]int, 33)})
+	forward(t, b, backends.Step{Seq: s, Tokens: make([]tokenizer.ID, 33)})
 	if s.CacheBytes() != 2*block {
 		t.Fatalf("33 tokens: CacheBytes() = %d, want %d", s.CacheBytes(), 2*block)
 	}
@@ -332,8 +333,8 @@ func TestKVPoolFull(t *testing.T) {
 	b := open(t, Options{Threads: 1, KVTokens: 64}, "models", "mini", "mini-llama-Q4_K_M.gguf")
 	s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
 	s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
-	forward(t, b, backends.Step{Seq: s1, Tokens: make([]int, 40)})
-	err := b.Forward([]backends.Step{{Seq: s2, Tokens: make([]int, 10)}, {Seq: s1, Tokens: make([]int, 20)}})
+	forward(t, b, backends.Step{Seq: s1, Tokens: make([]tokenizer.ID, 40)})
+	err := b.Forward([]backends.Step{{Seq: s2, Tokens: make([]tokenizer.ID, 10)}, {Seq: s1, Tokens: make([]tokenizer.ID, 20)}})
 	if !errors.Is(err, kvcache.ErrPoolFull) || s1.Len() != 40 || s2.Len() != 0 {
 		t.Fatalf("Forward past the pool: %v; lengths %d, %d", err, s1.Len(), s2.Len())
 	}

@@ -18,17 +18,17 @@ import (
 // windows of nCtx tokens, the first of each replaced by BOS, every window
 // scored on the predictions of its second half (positions nCtx/2 … nCtx−2
 // predicting the next token). It returns the mean negative log-likelihood.
-func lnPerplexity(t *testing.T, b backends.Backend, tokens []int, nCtx, bos int) float64 {
+func lnPerplexity(t *testing.T, b backends.Backend, tokens []tokenizer.ID, nCtx, bos int) float64 {
 	vocab := b.Model().VocabSize
 	first := nCtx / 2
 	scored := nCtx - 1 - first
 	logits := make([]float32, scored*vocab)
-	window := make([]int, nCtx)
+	window := make([]tokenizer.ID, nCtx)
 	var nll float64
 	count := 0
 	for start := 0; start+nCtx <= len(tokens); start += nCtx {
 		copy(window, tokens[start:start+nCtx])
-		window[0] = bos
+		window[0] = tokenizer.ID(bos)
 		seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: nCtx})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func TestPerplexity(t *testing.T) {
 			}
 			// llama.cpp drops one trailing newline of a prompt file.
 			ids := tok.Encode(strings.TrimSuffix(string(text), "\n"), tokenizer.EncodeOptions{AddSpecial: true})
-			got := lnPerplexity(t, b, ids, ref.Ctx, tok.Vocab().BOS)
+			got := lnPerplexity(t, b, ids, ref.Ctx, int(tok.Vocab().BOS))
 			t.Logf("%d tokens: ln ppl %.6f, llama.cpp %.6f", len(ids), got, ref.LnPPL)
 			if math.Abs(got-ref.LnPPL) > 0.01 {
 				t.Errorf("ln ppl %.6f, llama.cpp %.6f", got, ref.LnPPL)

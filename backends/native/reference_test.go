@@ -10,12 +10,13 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // reference is llama.cpp's greedy run of one prompt (../shared/reference).
 type reference struct {
-	ModelFile    string `json:"model_file"`
-	PromptTokens []int  `json:"prompt_tokens"`
+	ModelFile    string         `json:"model_file"`
+	PromptTokens []tokenizer.ID `json:"prompt_tokens"`
 	Steps        []struct {
 		Chosen int `json:"chosen"`
 		Top    []struct {
@@ -118,7 +119,7 @@ func checkReference(t *testing.T, b *Backend, ref *reference, rule parityRule) {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
 			t.Fatal(err)
 		}
-		toks = []int{st.Chosen} // teacher forcing
+		toks = []tokenizer.ID{tokenizer.ID(st.Chosen)} // teacher forcing
 		// The references print float32 logits with the 9 digits that
 		// identify them: rounded back to float32 they are llama.cpp's bits.
 		dev := 0.0

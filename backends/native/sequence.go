@@ -7,6 +7,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // kvBlockTokens is the positions of one block of the KV pools: attnPad, so
@@ -129,7 +130,7 @@ func (s *sequence) MaxLen() int {
 	return s.table.MaxLen()
 }
 
-func (s *sequence) Tokens() []int {
+func (s *sequence) Tokens() []tokenizer.ID {
 	if s.table == nil {
 		return nil
 	}
@@ -146,7 +147,7 @@ func (s *sequence) Truncate(n int) error {
 // Reuse implements backends.Sequence: the sequence's own tokens or
 // committed blocks of any sequence of the same pool, run with the same
 // adapter and scale.
-func (s *sequence) Reuse(tokens []int, limit int) int {
+func (s *sequence) Reuse(tokens []tokenizer.ID, limit int) int {
 	if s.table == nil {
 		return 0
 	}

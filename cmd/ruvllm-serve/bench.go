@@ -17,6 +17,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 func init() {
@@ -209,9 +210,9 @@ func benchOnce(b *native.Backend, p, n int) (float64, error) {
 	logits := make([]float32, vocab)
 	rng := rand.New(rand.NewPCG(1, 2))
 	if p > 0 {
-		tokens := make([]int, p)
+		tokens := make([]tokenizer.ID, p)
 		for i := range tokens {
-			tokens[i] = rng.IntN(vocab)
+			tokens[i] = tokenizer.ID(rng.IntN(vocab))
 		}
 		start := time.Now()
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: tokens, Logits: logits}}); err != nil {
@@ -219,13 +220,13 @@ func benchOnce(b *native.Backend, p, n int) (float64, error) {
 		}
 		return float64(p) / time.Since(start).Seconds(), nil
 	}
-	one := []int{rng.IntN(vocab)}
+	one := []tokenizer.ID{tokenizer.ID(rng.IntN(vocab))}
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: one, Logits: logits}}); err != nil {
 			return 0, err
 		}
-		one[0] = argmax(logits)
+		one[0] = tokenizer.ID(argmax(logits))
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // concurrencyResult is C streams generating at once through the engine.
@@ -36,9 +38,9 @@ func benchConcurrency(ctx context.Context, b backends.Backend, c, p, n int) (con
 	rng := rand.New(rand.NewPCG(3, 4))
 	reqs := make([]backends.Request, c)
 	for i := range reqs {
-		prompt := make([]int32, max(p, 1))
+		prompt := make([]tokenizer.ID, max(p, 1))
 		for j := range prompt {
-			prompt[j] = int32(rng.IntN(vocab))
+			prompt[j] = tokenizer.ID(rng.IntN(vocab))
 		}
 		reqs[i] = backends.Request{Prompt: prompt, MaxTokens: n, TopLogprobs: -1}
 	}
@@ -112,13 +114,13 @@ func benchPrefixReuse(ctx context.Context, b backends.Backend, turns, perTurn, g
 		}
 		rng := rand.New(rand.NewPCG(5, 6))
 		vocab := b.Model().VocabSize
-		var history []int32
+		var history []tokenizer.ID
 		for t := 0; t < turns; t++ {
 			for i := 0; i < perTurn; i++ {
-				history = append(history, int32(rng.IntN(vocab)))
+				history = append(history, tokenizer.ID(rng.IntN(vocab)))
 			}
 			start := time.Now()
-			s, err := e.Submit(ctx, backends.Request{Prompt: append([]int32(nil), history...), MaxTokens: gen, TopLogprobs: -1})
+			s, err := e.Submit(ctx, backends.Request{Prompt: slices.Clone(history), MaxTokens: gen, TopLogprobs: -1})
 			if err != nil {
 				e.Close()
 				return nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 func TestTokenize(t *testing.T) {
@@ -127,10 +128,10 @@ func TestGenerateGreedyMatchesLlamaCpp(t *testing.T) {
 	}
 }
 
-func fmtInts(x []int) string {
+func fmtInts(x []tokenizer.ID) string {
 	s := make([]string, len(x))
 	for i, v := range x {
-		s[i] = strconv.Itoa(v)
+		s[i] = strconv.Itoa(int(v))
 	}
 	return strings.Join(s, " ")
 }

@@ -21,15 +21,15 @@ func init() {
 }
 
 type topProb struct {
-	ID int     `json:"id"`
-	P  float64 `json:"p"`
+	ID tokenizer.ID `json:"id"`
+	P  float64      `json:"p"`
 }
 
 type generateResult struct {
-	PromptIDs []int       `json:"prompt_ids"`
-	IDs       []int       `json:"ids"`
-	Text      string      `json:"text"`
-	Top       [][]topProb `json:"top,omitempty"`
+	PromptIDs []tokenizer.ID `json:"prompt_ids"`
+	IDs       []tokenizer.ID `json:"ids"`
+	Text      string         `json:"text"`
+	Top       [][]topProb    `json:"top,omitempty"`
 }
 
 func runGenerate(args []string, stdout, stderr io.Writer) error {
@@ -92,7 +92,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	vocab := b.Model().VocabSize
 	sampler := backends.NewSampler(p, vocab)
 	logits := make([]float32, vocab)
-	res := generateResult{PromptIDs: promptIDs, IDs: []int{}}
+	res := generateResult{PromptIDs: promptIDs, IDs: []tokenizer.ID{}}
 	dec := m.Tokenizer.NewDecoderWith(tokenizer.DecodeOptions{Continuation: true})
 	var top []backends.TokenLogprob
 
@@ -102,7 +102,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	}
 	promptTime := time.Since(start)
 	genStart := time.Now()
-	one := make([]int, 1)
+	one := make([]tokenizer.ID, 1)
 	for i := 0; i < *n; i++ {
 		if ctx.Err() != nil {
 			break

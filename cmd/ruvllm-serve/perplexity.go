@@ -67,7 +67,7 @@ type pplResult struct {
 // nCtx, each window starts with BOS (replacing its first token) when the
 // vocab adds one, and only the second half of each window is scored, so every
 // scored token has at least nCtx/2 tokens of context.
-func perplexity(ctx context.Context, b backends.Backend, tokens []int, nCtx, bos int, addBOS bool, progress func(int, float64)) (pplResult, error) {
+func perplexity(ctx context.Context, b backends.Backend, tokens []tokenizer.ID, nCtx int, bos tokenizer.ID, addBOS bool, progress func(int, float64)) (pplResult, error) {
 	var r pplResult
 	chunks := len(tokens) / nCtx
 	if chunks == 0 {
@@ -79,7 +79,7 @@ func perplexity(ctx context.Context, b backends.Backend, tokens []int, nCtx, bos
 		return r, err
 	}
 	defer seq.Close()
-	window := make([]int, nCtx)
+	window := make([]tokenizer.ID, nCtx)
 	logits := make([]float32, nCtx*vocab)
 	first := nCtx / 2
 	for c := 0; c < chunks; c++ {

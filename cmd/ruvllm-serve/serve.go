@@ -410,7 +410,7 @@ func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (
 		MaxLen:    maxLen,
 		Batch:     c.batch,
 		KV:        kv,
-		IsEOG:     func(id int32) bool { return tok.IsEOG(int(id)) },
+		IsEOG:     tok.IsEOG,
 	}); err != nil {
 		return nil, err
 	}

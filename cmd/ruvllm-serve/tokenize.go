@@ -57,7 +57,7 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	if ids == nil {
-		ids = []int{}
+		ids = []tokenizer.ID{}
 	}
 	b, _ := json.Marshal(ids)
 	_, err = fmt.Fprintf(stdout, "%s\n", b)

@@ -14,13 +14,13 @@ import (
 // no pair has a rank. The resulting symbols are looked up as tokens.
 type bpe struct {
 	pre *preTokenizer
-	ids map[string]int
+	ids map[string]ID
 	// ranks is the position of each merge in tokenizer.ggml.merges.
 	ranks map[bpePair]int
 	// byteIDs is the token of each byte for symbols that are no token, -1
 	// when there is none: the one-byte token, or <0xNN> for raw-byte
 	// vocabularies.
-	byteIDs [256]int
+	byteIDs [256]ID
 	scratch sync.Pool // *bpeScratch
 }
 
@@ -60,9 +60,9 @@ func newBPE(v *Vocab) (encoder, error) {
 		ranks: make(map[bpePair]int, len(v.Merges)),
 	}
 	if e.ids == nil {
-		e.ids = make(map[string]int, len(v.Tokens))
+		e.ids = make(map[string]ID, len(v.Tokens))
 		for id, t := range v.Tokens {
-			e.ids[t] = id
+			e.ids[t] = ID(id)
 		}
 	}
 	for b := range e.byteIDs {
@@ -96,7 +96,7 @@ func newBPE(v *Vocab) (encoder, error) {
 }
 
 // encode appends the tokens of text, which holds no special tokens.
-func (e *bpe) encode(text string, out []int) []int {
+func (e *bpe) encode(text string, out []ID) []ID {
 	sc := e.scratch.Get().(*bpeScratch)
 	defer e.scratch.Put(sc)
 	sc.cpts = decodeCodepoints(text, sc.cpts[:0])
@@ -118,7 +118,7 @@ func (e *bpe) encode(text string, out []int) []int {
 }
 
 // encodeWord appends the tokens of one byte-encoded word.
-func (e *bpe) encodeWord(word string, out []int, sc *bpeScratch) []int {
+func (e *bpe) encodeWord(word string, out []ID, sc *bpeScratch) []ID {
 	if word == "" {
 		return out
 	}

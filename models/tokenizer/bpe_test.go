@@ -18,7 +18,7 @@ import (
 // vocabCase is one of llama.cpp's tokenizer test vectors.
 type vocabCase struct {
 	text string
-	ids  []int
+	ids  []ID
 }
 
 // readVocabCases reads NAME.gguf.inp and NAME.gguf.out from the shared vocab
@@ -47,7 +47,7 @@ func readVocabCases(t *testing.T, name string) []vocabCase {
 			if err != nil {
 				t.Fatalf("%s line %d: %v", name, i+1, err)
 			}
-			cases[i].ids = append(cases[i].ids, id)
+			cases[i].ids = append(cases[i].ids, ID(id))
 		}
 	}
 	return cases
@@ -99,7 +99,7 @@ func byteTokens(drop ...string) []string {
 }
 
 // tokenTexts maps ids back to token texts, for readable failures.
-func tokenTexts(v *Vocab, ids []int) []string {
+func tokenTexts(v *Vocab, ids []ID) []string {
 	var s []string
 	for _, id := range ids {
 		s = append(s, v.Tokens[id])
@@ -320,7 +320,7 @@ func BenchmarkBPEEncode(b *testing.B) {
 	}
 	text := strings.Repeat("Hello, y'all! How are you 😁 ?我想在apple工作1314151天～ The quick brown fox. ", 100)
 	b.SetBytes(int64(len(text)))
-	var out []int
+	var out []ID
 	for b.Loop() {
 		out = enc.encode(text, out[:0])
 	}
@@ -335,7 +335,7 @@ func TestBPEConcurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := make([][]int, len(texts))
+		want := make([][]ID, len(texts))
 		for i, s := range texts {
 			want[i] = enc.encode(s, nil)
 		}

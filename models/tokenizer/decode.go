@@ -29,10 +29,10 @@ type DecodeOptions struct {
 // remove_special and unparse_special off. Ids outside the vocabulary decode
 // to nothing. The result holds raw bytes: ids that end inside a UTF-8
 // sequence give invalid UTF-8.
-func (t *Tokenizer) Decode(ids []int) string { return t.DecodeWith(ids, DecodeOptions{}) }
+func (t *Tokenizer) Decode(ids []ID) string { return t.DecodeWith(ids, DecodeOptions{}) }
 
 // DecodeWith returns the text of ids decoded with o.
-func (t *Tokenizer) DecodeWith(ids []int, o DecodeOptions) string {
+func (t *Tokenizer) DecodeWith(ids []ID, o DecodeOptions) string {
 	v := t.vocab
 	removeSpace := v.AddSpacePrefix && !o.Continuation
 	if o.RemoveSpecial && v.AddBOS && len(ids) > 0 && ids[0] == v.BOS {
@@ -61,16 +61,16 @@ func (t *Tokenizer) DecodeWith(ids []int, o DecodeOptions) string {
 // piece with ▁ written as a space (SPM, WordPiece), the bytes of a byte-level
 // BPE token or of a <0xNN> byte token. A piece may be part of a UTF-8
 // sequence. An id outside the vocabulary gives "".
-func (t *Tokenizer) Piece(id int) string {
-	if id < 0 || id >= len(t.pieces) {
+func (t *Tokenizer) Piece(id ID) string {
+	if id < 0 || int(id) >= len(t.pieces) {
 		return ""
 	}
 	return t.pieces[id]
 }
 
 // pieceFor is Piece, with control and unknown tokens rendered only if render.
-func (t *Tokenizer) pieceFor(id int, render bool) string {
-	if id < 0 || id >= len(t.pieces) {
+func (t *Tokenizer) pieceFor(id ID, render bool) string {
+	if id < 0 || int(id) >= len(t.pieces) {
 		return ""
 	}
 	if !render && t.attrs[id]&(attrControl|attrUnknown) != 0 {
@@ -81,7 +81,7 @@ func (t *Tokenizer) pieceFor(id int, render bool) string {
 
 // piece computes what token id decodes to, as llama.cpp's token_to_piece
 // with special tokens rendered.
-func (t *Tokenizer) piece(id int) string {
+func (t *Tokenizer) piece(id ID) string {
 	a, text := t.attrs[id], t.vocab.Tokens[id]
 	switch {
 	case a&(attrUnknown|attrControl|attrUserDefined) != 0:
@@ -199,7 +199,7 @@ func (t *Tokenizer) NewDecoderWith(o DecodeOptions) *Decoder {
 }
 
 // Add decodes one more token and returns the text that became complete.
-func (d *Decoder) Add(id int) string {
+func (d *Decoder) Add(id ID) string {
 	v := d.t.vocab
 	if !d.started {
 		d.started = true
@@ -237,7 +237,7 @@ func (d *Decoder) Flush() string {
 
 // write adds the piece of id to out, through the space clean-up when the
 // vocabulary wants it.
-func (d *Decoder) write(out []byte, id int) []byte {
+func (d *Decoder) write(out []byte, id ID) []byte {
 	p := d.t.pieceFor(id, d.o.RenderSpecial)
 	if d.removeSpace && strings.HasPrefix(p, " ") {
 		p = p[1:]

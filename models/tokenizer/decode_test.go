@@ -35,12 +35,12 @@ func TestCleanSpaces(t *testing.T) {
 
 func TestDecodeOptions(t *testing.T) {
 	tok := chatFixture(t)
-	id := func(s string) int { return tok.Vocab().IDs[s] }
+	id := func(s string) ID { return tok.Vocab().IDs[s] }
 	hi := tok.Encode("user hi", EncodeOptions{}) // ▁user ▁ h i
-	withBOS := append([]int{id("<s>")}, hi...)
+	withBOS := append([]ID{id("<s>")}, hi...)
 	tests := []struct {
 		name string
-		ids  []int
+		ids  []ID
 		o    DecodeOptions
 		want string
 	}{
@@ -51,11 +51,11 @@ func TestDecodeOptions(t *testing.T) {
 		{"BOS rendered", withBOS, DecodeOptions{RenderSpecial: true}, "<s> user hi"},
 		{"BOS removed", withBOS, DecodeOptions{RemoveSpecial: true}, " user hi"},
 		{"EOS kept when not added", append(hi, id("</s>")), DecodeOptions{RemoveSpecial: true, RenderSpecial: true}, "user hi</s>"},
-		{"control tokens skipped", []int{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{}, "a"},
-		{"control tokens rendered", []int{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{RenderSpecial: true}, "<|im_start|>a<|im_end|>"},
-		{"user-defined tokens always rendered", []int{id("a"), id("<tool>")}, DecodeOptions{}, "a<tool>"},
-		{"byte tokens are raw bytes", []int{id("<0xE4>"), id("<0xBD>"), id("<0xA0>")}, DecodeOptions{}, "你"},
-		{"invalid ids decode to nothing", []int{-1, id("a"), 1 << 30}, DecodeOptions{}, "a"},
+		{"control tokens skipped", []ID{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{}, "a"},
+		{"control tokens rendered", []ID{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{RenderSpecial: true}, "<|im_start|>a<|im_end|>"},
+		{"user-defined tokens always rendered", []ID{id("a"), id("<tool>")}, DecodeOptions{}, "a<tool>"},
+		{"byte tokens are raw bytes", []ID{id("<0xE4>"), id("<0xBD>"), id("<0xA0>")}, DecodeOptions{}, "你"},
+		{"invalid ids decode to nothing", []ID{-1, id("a"), 1 << 30}, DecodeOptions{}, "a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestDecodeRemoveSpecialEOS(t *testing.T) {
 		t.Errorf("RenderSpecial: %q", got)
 	}
 	// The streaming decoder holds an EOS back until it knows it is not last.
-	mid := []int{1, 2, ids[2], 2}
+	mid := []ID{1, 2, ids[2], 2}
 	for _, o := range []DecodeOptions{{RemoveSpecial: true, RenderSpecial: true}, {RenderSpecial: true}, {RemoveSpecial: true}} {
 		want := tok.DecodeWith(mid, o)
 		if got := stream(tok.NewDecoderWith(o), mid); got != want {
@@ -92,7 +92,7 @@ func TestPiece(t *testing.T) {
 	tok := chatFixture(t)
 	v := tok.Vocab()
 	tests := []struct {
-		id   int
+		id   ID
 		want string
 	}{
 		{v.IDs["▁user"], " user"},
@@ -100,7 +100,7 @@ func TestPiece(t *testing.T) {
 		{v.IDs["<|im_start|>"], "<|im_start|>"},
 		{v.IDs["<unk>"], "<unk>"},
 		{-1, ""},
-		{len(v.Tokens), ""},
+		{ID(len(v.Tokens)), ""},
 	}
 	for _, tt := range tests {
 		if got := tok.Piece(tt.id); got != tt.want {
@@ -111,7 +111,7 @@ func TestPiece(t *testing.T) {
 
 // stream runs ids through d and concatenates what it emits, failing on any
 // invalid UTF-8.
-func stream(d *Decoder, ids []int) string {
+func stream(d *Decoder, ids []ID) string {
 	var b strings.Builder
 	for _, id := range ids {
 		b.WriteString(d.Add(id))
@@ -168,7 +168,7 @@ func TestDecoderNeverSplitsCharacters(t *testing.T) {
 
 func TestDecoderFlushesBrokenUTF8(t *testing.T) {
 	tok := spmFixture{}.tokenizer(t)
-	id := func(s string) int { return tok.Vocab().IDs[s] }
+	id := func(s string) ID { return tok.Vocab().IDs[s] }
 	d := tok.NewDecoderWith(DecodeOptions{Continuation: true})
 	if s := d.Add(id("<0xE4>")) + d.Add(id("<0xBD>")); s != "" {
 		t.Errorf("an unfinished character was emitted: %q", s)
@@ -190,9 +190,9 @@ func TestDecoderCleanSpaces(t *testing.T) {
 	first := len(tok.Vocab().Tokens) - len(pieces)
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := range 2000 {
-		ids := make([]int, r.IntN(12))
+		ids := make([]ID, r.IntN(12))
 		for i := range ids {
-			ids[i] = first + r.IntN(len(pieces))
+			ids[i] = ID(first + r.IntN(len(pieces)))
 		}
 		want := tok.Decode(ids)
 		if got := stream(tok.NewDecoder(), ids); got != want {

@@ -11,11 +11,11 @@ const spaceMark = "\u2581"
 // until no pair forms a token; a symbol that is no token is written as its
 // byte tokens <0xNN>.
 type spm struct {
-	ids    map[string]int
+	ids    map[string]ID
 	scores []float32 // nil: every score is 0
 	// byteIDs[b] is the token for byte b: <0xNN>, else the one-byte text,
 	// else UNK, else -1 (the byte is dropped).
-	byteIDs [256]int
+	byteIDs [256]ID
 }
 
 func newSPM(v *Vocab) *spm {
@@ -111,7 +111,7 @@ func utf8SeqLen(b byte) int {
 
 // encode appends the ids of text; spaces become ▁ here, the space prefix is
 // the caller's business since it depends on the fragment's place.
-func (e *spm) encode(text string, out []int) []int {
+func (e *spm) encode(text string, out []ID) []ID {
 	if text == "" {
 		return out
 	}
@@ -173,7 +173,7 @@ func (e *spm) encode(text string, out []int) []int {
 // resegment writes one final symbol: its token, or its bytes. Every merge
 // produced a vocabulary token, so only single characters can be unknown here
 // and llama.cpp's recursion into the merge's halves never has work to do.
-func (e *spm) resegment(sym string, out []int) []int {
+func (e *spm) resegment(sym string, out []ID) []ID {
 	if id, ok := e.ids[sym]; ok {
 		return append(out, id)
 	}

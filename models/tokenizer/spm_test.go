@@ -15,7 +15,7 @@ import (
 // llamaCppCase is one of llama.cpp's tokenizer test vectors.
 type llamaCppCase struct {
 	text string
-	ids  []int
+	ids  []ID
 }
 
 // llamaCppCases reads NAME.gguf.inp and NAME.gguf.out from the shared vocab
@@ -44,7 +44,7 @@ func llamaCppCases(t *testing.T, name string) []llamaCppCase {
 			if err != nil {
 				t.Fatalf("%s line %d: %v", name, i+1, err)
 			}
-			cases[i].ids = append(cases[i].ids, id)
+			cases[i].ids = append(cases[i].ids, ID(id))
 		}
 	}
 	return cases
@@ -65,7 +65,7 @@ func openTokenizer(t testing.TB, parts ...string) *Tokenizer {
 	return tok
 }
 
-func equalIDs(a, b []int) bool {
+func equalIDs(a, b []ID) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -100,9 +100,9 @@ func TestSPMLlamaCppCases(t *testing.T) {
 }
 
 // idsOf maps token texts to their ids in tok.
-func idsOf(t *testing.T, tok *Tokenizer, texts ...string) []int {
+func idsOf(t *testing.T, tok *Tokenizer, texts ...string) []ID {
 	t.Helper()
-	ids := make([]int, len(texts))
+	ids := make([]ID, len(texts))
 	for i, s := range texts {
 		id, ok := tok.Vocab().IDs[s]
 		if !ok {
@@ -183,7 +183,7 @@ func TestSPMSpacePrefixAndBOS(t *testing.T) {
 func TestStories260KBOS(t *testing.T) {
 	tok := openTokenizer(t, "models", "stories260K.gguf")
 	got := tok.Encode("Once upon a time", EncodeOptions{AddSpecial: true, ParseSpecial: true})
-	if want := []int{1, 403, 407, 261, 378}; !equalIDs(got, want) {
+	if want := []ID{1, 403, 407, 261, 378}; !equalIDs(got, want) {
 		t.Fatalf("Encode = %v, want %v", got, want)
 	}
 	if s := tok.Decode(got); s != " Once upon a time" {

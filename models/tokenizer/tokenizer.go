@@ -14,12 +14,12 @@ type Tokenizer struct {
 	kind  modelKind
 	enc   encoder
 	attrs []tokenAttr
-	eog   map[int]bool
+	eog   map[ID]bool
 
 	// special lists the tokens the splitter looks for, longest text first;
 	// byFirst1 and byFirst2 index it by the first one or two bytes of the text
 	// so that one pass over the input finds which of them occur.
-	special  []int
+	special  []ID
 	byFirst1 [256][]int32
 	byFirst2 map[uint16][]int32
 
@@ -93,15 +93,15 @@ func New(v *Vocab) (*Tokenizer, error) {
 		}
 	}
 	if vc.IDs == nil {
-		vc.IDs = make(map[string]int, n)
+		vc.IDs = make(map[string]ID, n)
 		for i, tok := range vc.Tokens {
 			if _, dup := vc.IDs[tok]; !dup {
-				vc.IDs[tok] = i
+				vc.IDs[tok] = ID(i)
 			}
 		}
 	}
 	for s, id := range vc.IDs {
-		if id < 0 || id >= n {
+		if id < 0 || int(id) >= n {
 			return nil, vocabErr("IDs[%q] = %d is outside the %d tokens", s, id, n)
 		}
 	}
@@ -137,7 +137,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 	t.initSpecialIndex()
 	t.pieces = make([]string, n)
 	for id := range n {
-		t.pieces[id] = t.piece(id)
+		t.pieces[id] = t.piece(ID(id))
 	}
 	t.applyNameQuirks()
 	return t, nil
@@ -149,7 +149,7 @@ func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
 // IsEOG reports whether id ends generation: EOS, EOT, EOM, the FIM pad/repo/
 // file-separator tokens, and the tokens llama.cpp recognises by their text
 // (<|im_end|>, <|eot_id|>, <|endoftext|>, <end_of_turn>, ...).
-func (t *Tokenizer) IsEOG(id int) bool { return t.eog[id] }
+func (t *Tokenizer) IsEOG(id ID) bool { return t.eog[id] }
 
 // eogTexts are the token texts llama.cpp treats as end of generation.
 var eogTexts = []string{
@@ -185,11 +185,11 @@ func (t *Tokenizer) initAttrs() {
 			t.attrs[id] = attrByte
 		}
 	}
-	textIs := func(id int, texts []string) bool { return id >= 0 && slices.Contains(texts, v.Tokens[id]) }
+	textIs := func(id ID, texts []string) bool { return id >= 0 && slices.Contains(texts, v.Tokens[id]) }
 
 	// End-of-turn and FIM tokens found by their text must be control tokens.
 	for _, d := range []struct {
-		id    int
+		id    ID
 		texts []string
 	}{
 		{v.EOT, eotTexts}, {v.EOM, eomTexts}, {v.FIMPre, fimPreTexts}, {v.FIMSuf, fimSufTexts},
@@ -205,8 +205,8 @@ func (t *Tokenizer) initAttrs() {
 		}
 	}
 
-	t.eog = map[int]bool{}
-	for _, id := range []int{v.FIMPad, v.FIMRep, v.FIMSep} {
+	t.eog = map[ID]bool{}
+	for _, id := range []ID{v.FIMPad, v.FIMRep, v.FIMSep} {
 		if id >= 0 {
 			t.eog[id] = true
 		}
@@ -223,14 +223,14 @@ func (t *Tokenizer) initAttrs() {
 			t.attrs[id] = attrUserDefined
 		}
 	}
-	for _, id := range []int{v.EOS, v.EOT, v.EOM} {
+	for _, id := range []ID{v.EOS, v.EOT, v.EOM} {
 		if id >= 0 {
 			t.eog[id] = true
 		}
 	}
 	// gpt-oss and Solar Open end a message with <|end|> but keep generating:
 	// their turn ends with <|return|> or <|call|>.
-	eogText := func(s string) (int, bool) {
+	eogText := func(s string) (ID, bool) {
 		id, ok := v.IDs[s]
 		return id, ok && t.eog[id]
 	}
@@ -258,11 +258,11 @@ func (t *Tokenizer) initSpecialIndex() {
 	for id, a := range t.attrs {
 		// An empty text would match everywhere (LoadVocab never makes one).
 		if a&(attrControl|attrUserDefined|attrUnknown) != 0 && t.vocab.Tokens[id] != "" {
-			t.special = append(t.special, id)
+			t.special = append(t.special, ID(id))
 		}
 	}
 	toks := t.vocab.Tokens
-	slices.SortStableFunc(t.special, func(a, b int) int { return len(toks[b]) - len(toks[a]) })
+	slices.SortStableFunc(t.special, func(a, b ID) int { return len(toks[b]) - len(toks[a]) })
 	t.byFirst2 = map[uint16][]int32{}
 	for k, id := range t.special {
 		s := toks[id]
@@ -317,10 +317,10 @@ func containsAny(s string, subs ...string) bool {
 }
 
 // Encode returns the token ids of text.
-func (t *Tokenizer) Encode(text string, o EncodeOptions) []int {
+func (t *Tokenizer) Encode(text string, o EncodeOptions) []ID {
 	v := t.vocab
 	frags := t.split(text, o.ParseSpecial)
-	out := make([]int, 0, len(text)/3+2)
+	out := make([]ID, 0, len(text)/3+2)
 	switch t.kind {
 	case kindSPM:
 		if o.AddSpecial && v.AddBOS {
@@ -385,7 +385,7 @@ func (t *Tokenizer) Encode(text string, o EncodeOptions) []int {
 // fragment is a piece of the input: raw text (id < 0) or a special token.
 type fragment struct {
 	text string
-	id   int
+	id   ID
 }
 
 // asciiSpace is what C's isspace accepts, which llama.cpp strips around

@@ -43,16 +43,16 @@ func chatFixture(t *testing.T, extra ...kv) *Tokenizer {
 
 func TestSpecialTokenSplitting(t *testing.T) {
 	tok := chatFixture(t)
-	id := func(s string) int { return tok.Vocab().IDs[s] }
-	spm := func(s string) []int { return tok.enc.encode(s, nil) }
-	cat := func(parts ...[]int) []int { return slices.Concat(parts...) }
-	one := func(s string) []int { return []int{id(s)} }
+	id := func(s string) ID { return tok.Vocab().IDs[s] }
+	spm := func(s string) []ID { return tok.enc.encode(s, nil) }
+	cat := func(parts ...[]ID) []ID { return slices.Concat(parts...) }
+	one := func(s string) []ID { return []ID{id(s)} }
 
 	tests := []struct {
 		name string
 		text string
 		o    EncodeOptions
-		want []int
+		want []ID
 	}{
 		{"control tokens split out, space prefix after each", "<|im_start|>user\nhi<|im_end|>", EncodeOptions{ParseSpecial: true},
 			cat(one("<|im_start|>"), spm(" user\nhi"), one("<|im_end|>"))},
@@ -86,11 +86,11 @@ func TestPhi3Specials(t *testing.T) {
 	tok := openTokenizer(t, "vocab", "ggml-vocab-phi-3.gguf")
 	text := "<|user|>\nHello<|end|>\n<|assistant|>"
 	got := tok.Encode(text, EncodeOptions{AddSpecial: true, ParseSpecial: true})
-	if want := []int{1, 32010, 15043, 32007, 32001}; !slices.Equal(got, want) {
+	if want := []ID{1, 32010, 15043, 32007, 32001}; !slices.Equal(got, want) {
 		t.Errorf("with ParseSpecial: %v, want %v", got, want)
 	}
 	plain := tok.Encode(text, EncodeOptions{})
-	for _, id := range []int{32010, 32007, 32001} {
+	for _, id := range []ID{32010, 32007, 32001} {
 		if slices.Contains(plain, id) {
 			t.Errorf("without ParseSpecial the encoding %v holds special id %d", plain, id)
 		}
@@ -98,7 +98,7 @@ func TestPhi3Specials(t *testing.T) {
 	if got := tok.Decode(plain); got != text {
 		t.Errorf("Decode(plain) = %q", got)
 	}
-	for id, want := range map[int]bool{32000: true, 32007: true, 2: true, 32001: false, 32010: false, 15043: false} {
+	for id, want := range map[ID]bool{32000: true, 32007: true, 2: true, 32001: false, 32010: false, 15043: false} {
 		if tok.IsEOG(id) != want {
 			t.Errorf("IsEOG(%d) = %v, want %v", id, !want, want)
 		}
@@ -143,7 +143,7 @@ func TestNewRejectsInconsistentVocab(t *testing.T) {
 		{"short types", func(v *Vocab) { v.Types = []TokenType{1} }},
 		{"unsupported model", func(v *Vocab) { v.Model = "t5" }},
 		{"AddBOS without BOS", func(v *Vocab) { v.AddBOS, v.BOS = true, 99 }},
-		{"id out of range", func(v *Vocab) { v.IDs = map[string]int{"a": 4} }},
+		{"id out of range", func(v *Vocab) { v.IDs = map[string]ID{"a": 4} }},
 	}
 	t.Run("empty special token", func(t *testing.T) {
 		v := good()
@@ -201,7 +201,7 @@ func TestReferencePrompts(t *testing.T) {
 		t.Run(model+"/"+filepath.Base(file), func(t *testing.T) {
 			var ref struct {
 				Prompt       string `json:"prompt"`
-				PromptTokens []int  `json:"prompt_tokens"`
+				PromptTokens []ID   `json:"prompt_tokens"`
 			}
 			b, err := os.ReadFile(file)
 			if err != nil {

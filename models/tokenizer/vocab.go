@@ -35,10 +35,10 @@ type Vocab struct {
 
 	// Special token ids, -1 when absent. An id outside the vocabulary counts as
 	// absent (4294967295 is a common way of writing "none").
-	BOS, EOS, EOT, EOM, UNK, PAD, SEP, CLS, MASK int
+	BOS, EOS, EOT, EOM, UNK, PAD, SEP, CLS, MASK ID
 	// Fill-in-the-middle token ids, -1 when absent; FIMPad, FIMRep and FIMSep
 	// end generation.
-	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep int
+	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep ID
 
 	// What encoding with special tokens adds, and whether SPM prepends a space.
 	AddBOS, AddEOS, AddSpacePrefix bool
@@ -56,7 +56,7 @@ type Vocab struct {
 	// its special tokens).
 	Name, Arch string
 
-	IDs map[string]int // token text -> id
+	IDs map[string]ID // token text -> id
 }
 
 // The tokenizer.ggml keys, spelled as llama.cpp writes them ("seperator" too).
@@ -115,7 +115,7 @@ func LoadVocab(f *gguf.File) (*Vocab, error) {
 	}
 	n := len(tokens)
 	v.Tokens = make([]string, n)
-	v.IDs = make(map[string]int, n)
+	v.IDs = make(map[string]ID, n)
 	for i, t := range tokens {
 		if t == "" {
 			// An empty special token would match everywhere; llama.cpp names it instead.
@@ -123,7 +123,7 @@ func LoadVocab(f *gguf.File) (*Vocab, error) {
 		}
 		v.Tokens[i] = t
 		if _, dup := v.IDs[t]; !dup { // the first of duplicate texts wins
-			v.IDs[t] = i
+			v.IDs[t] = ID(i)
 		}
 	}
 
@@ -264,7 +264,7 @@ func (v *Vocab) applyDefaults() error {
 	}
 	// A default outside a small vocabulary is no token at all.
 	for _, p := range v.specialIDs() {
-		if *p.id >= len(v.Tokens) {
+		if int(*p.id) >= len(v.Tokens) {
 			*p.id = -1
 		}
 	}
@@ -273,7 +273,7 @@ func (v *Vocab) applyDefaults() error {
 
 type specialID struct {
 	key string
-	id  *int
+	id  *ID
 }
 
 // specialIDs pairs each special id field with its key. The deprecated
@@ -301,7 +301,7 @@ func (v *Vocab) readSpecialIDs(f *gguf.File) {
 		if !ok || x >= uint64(len(v.Tokens)) {
 			continue
 		}
-		*s.id = int(x)
+		*s.id = ID(x)
 	}
 	// Older BERT conversions name [CLS] only as cls_token_id; it is the BOS
 	// that WordPiece puts first.
@@ -333,7 +333,7 @@ var (
 // lowest id wins.
 func (v *Vocab) detectSpecialsByText() {
 	for _, d := range []struct {
-		id    *int
+		id    *ID
 		texts []string
 	}{
 		{&v.EOT, eotTexts}, {&v.EOM, eomTexts}, {&v.FIMPre, fimPreTexts}, {&v.FIMSuf, fimSufTexts},
@@ -353,8 +353,8 @@ func (v *Vocab) detectSpecialsByText() {
 // encoder is the algorithm of one tokenizer model: it encodes a fragment of
 // raw text that holds no special tokens.
 type encoder interface {
-	encode(text string, out []int) []int // appends ids
+	encode(text string, out []ID) []ID // appends ids
 }
 
 // validID reports whether id names a token of v.
-func (v *Vocab) validID(id int) bool { return id >= 0 && id < len(v.Tokens) }
+func (v *Vocab) validID(id ID) bool { return id >= 0 && int(id) < len(v.Tokens) }

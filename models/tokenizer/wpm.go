@@ -15,8 +15,8 @@ import (
 // covered greedily by the longest pieces, left to right; a word that cannot
 // be covered becomes UNK.
 type wpm struct {
-	ids          map[string]int
-	unk          int
+	ids          map[string]ID
+	unk          ID
 	maxTokenLen  int // bytes
 	lowercase    bool
 	stripAccents bool
@@ -30,7 +30,7 @@ func newWPM(v *Vocab) *wpm {
 	return e
 }
 
-func (e *wpm) encode(text string, out []int) []int {
+func (e *wpm) encode(text string, out []ID) []ID {
 	for _, word := range e.words(text) {
 		w := spaceMark + word
 		start := len(out)
