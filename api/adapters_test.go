@@ -171,7 +171,7 @@ func engineText(t *testing.T, rs *realServer, a *lora.Adapter, scale float32) st
 			t.Fatal(ev.Err)
 		}
 		if ev.Token != nil {
-			text.WriteString(dec.Add(tokenizer.ID(tokenizer.ID(int(ev.Token.ID)))))
+			text.WriteString(dec.Add(ev.Token.ID))
 		}
 	}
 	text.WriteString(dec.Flush())
