@@ -18,8 +18,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
-	"github.com/ruvllm/ruvllm/internal/shared"
+	_ "github.com/ruvllm/ruvllm/backends/native" // opened by name
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 )
@@ -64,28 +64,14 @@ type realOptions struct {
 
 func startRealServer(t *testing.T, o realOptions) *realServer {
 	t.Helper()
-	path := shared.Path(t, "models", "stories260K.gguf")
-	m, err := models.Load(path, models.LoadOptions{ChatTemplate: "chatml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := native.New(m.File, m.Config, native.Options{Threads: 1})
-	if err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
+	m := testmodel.Shared(t, "models", "stories260K.gguf")
+	b := testmodel.Backend(t, "native", m, backends.Options{Threads: 1})
 	tok := m.Tokenizer
 	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: 512, IsEOG: tok.IsEOG})
 	if err != nil {
-		b.Close()
-		m.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		eng.Close()
-		b.Close()
-		m.Close()
-	})
+	t.Cleanup(func() { eng.Close() })
 	am := &Model{ID: "stories260K", Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
 	if o.wrap != nil {
 		am.Engine = o.wrap(eng)

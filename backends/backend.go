@@ -12,30 +12,62 @@ import (
 var (
 	// ErrContextFull means a step would take a sequence past its MaxLen.
 	ErrContextFull = errors.New("backends: sequence is full")
+	// ErrNoRoom means the backend's KV memory cannot hold the tokens of a
+	// Forward call now, though each sequence is within its MaxLen: the
+	// memory is shared between sequences (a pool of blocks) and the others
+	// hold it. Nothing has changed; the call fits once other sequences are
+	// Reset or closed, or with fewer steps. The engine answers it by
+	// holding prefill back and preempting sequences.
+	ErrNoRoom = errors.New("backends: no room in the KV cache")
 	// ErrClosed means a sequence or backend was used after Close.
 	ErrClosed = errors.New("backends: use after close")
 )
 
 // Backend runs the forward pass of one loaded model over batches of tokens.
 //
-// A Backend is driven by one goroutine at a time (the engine's scheduler):
-// Forward and the methods of the sequences it created must not run
-// concurrently. The backend parallelises each call internally.
+// The contract every backend keeps:
+//
+//   - One goroutine at a time drives a Backend (the engine's scheduler):
+//     Forward and the methods of the sequences it created never run
+//     concurrently. The backend parallelises each call internally.
+//   - Forward checks every step before it changes anything. On an error
+//     that wraps ErrContextFull, ErrNoRoom or ErrClosed, or that reports a
+//     bad step (a foreign or repeated sequence, a token outside the
+//     vocabulary, a buffer of the wrong size), no sequence has changed. Any
+//     other error (a failure inside the pass) leaves the sequences of the
+//     call undefined: the caller resets them.
+//   - A sequence's outputs depend only on its own tokens and adapter, not on
+//     what else shares the call or how a long prompt is split over calls.
+//   - Buffers belong to the caller; a decode step (one token per sequence)
+//     allocates nothing.
+//   - A backend may offer more through the optional interfaces below
+//     (KVPools, AdapterSequence); callers type-assert to find them.
+//
+// Backends are opened by name with Open; see Register.
 type Backend interface {
 	// Model describes the loaded model.
 	Model() ModelInfo
-	// NewSequence creates an empty sequence with its own KV cache, sized
-	// once for opts.MaxLen tokens.
+	// Threads is the number of threads a forward pass uses.
+	Threads() int
+	// NewSequence creates an empty sequence of up to opts.MaxLen tokens.
+	// Where the backend shares its KV memory between sequences, the memory
+	// is taken as tokens are appended (Forward then fails with ErrNoRoom
+	// when there is none); else it is sized once here.
 	NewSequence(opts SequenceOptions) (Sequence, error)
 	// Forward appends each step's tokens to its sequence, runs the model
 	// over all of them in one pass, and writes the outputs each step asks for
 	// into its buffers. Steps may mix a prefill chunk of one sequence with
 	// single decode tokens of others; a sequence appears at most once per
-	// call. Every step is checked before any work is done: on an error no
-	// sequence has changed.
+	// call.
 	Forward(steps []Step) error
 	// Close releases the backend; it and its sequences must not be used after.
 	Close() error
+}
+
+// KVPools is a Backend whose sequences share KV block pools, with prefix
+// caching across sequences; the engine reports their state in its Stats.
+type KVPools interface {
+	KVStats() kvcache.Stats
 }
 
 // ModelInfo is what a caller needs to size buffers and report the model.

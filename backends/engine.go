@@ -167,12 +167,6 @@ type EngineStats struct {
 	KV kvcache.Stats
 }
 
-// KVPools is a Backend whose sequences share KV block pools; the engine
-// reports their state in its Stats.
-type KVPools interface {
-	KVStats() kvcache.Stats
-}
-
 // Engine schedules requests onto one Backend with continuous batching: one
 // goroutine owns the backend and, each iteration, makes one Forward call
 // from the next prompt chunks of the starting sequences and one decode token
@@ -806,7 +800,7 @@ func (e *Engine) step() bool {
 		return false
 	}
 	err := e.b.Forward(e.steps)
-	full := errors.Is(err, kvcache.ErrPoolFull)
+	full := errors.Is(err, ErrNoRoom)
 	if err != nil && !full {
 		for i := range e.steps {
 			e.owner[i].seq.Reset()

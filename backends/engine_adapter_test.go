@@ -9,33 +9,18 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
-	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
-	"github.com/ruvllm/ruvllm/models/gguf"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // openStoriesConfig is openStories with the model's hyperparameters, which
 // random adapters are made for.
-func openStoriesConfig(tb testing.TB) (*native.Backend, *models.Config) {
+func openStoriesConfig(tb testing.TB) (backends.Backend, *models.Config) {
 	tb.Helper()
-	f, err := gguf.Open(shared.Path(tb, "models", "stories260K.gguf"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	cfg, err := models.ReadConfig(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := native.New(f, cfg, native.Options{Threads: 1})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { b.Close() })
-	return b, cfg
+	m := testmodel.Shared(tb, "models", "stories260K.gguf")
+	return testmodel.Backend(tb, "native", m, backends.Options{Threads: 1}), m.Config
 }
 
 // strongAdapter is a random adapter on every linear layer, large enough to

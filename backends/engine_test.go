@@ -14,11 +14,8 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
-	"github.com/ruvllm/ruvllm/internal/shared"
-	"github.com/ruvllm/ruvllm/kvcache"
-	"github.com/ruvllm/ruvllm/models"
-	"github.com/ruvllm/ruvllm/models/gguf"
+	_ "github.com/ruvllm/ruvllm/backends/native" // the native backend, opened by name
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -26,32 +23,18 @@ import (
 const storiesGreedy = "403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401 396 267 337 " +
 	"410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352"
 
-// openModel loads a model of the shared test data into a native backend.
-func openModel(tb testing.TB, parts ...string) *native.Backend {
+// openModel runs a model of the shared test data on the native backend.
+func openModel(tb testing.TB, parts ...string) backends.Backend {
 	tb.Helper()
-	return openModelWith(tb, native.Options{}, parts...)
+	return openModelWith(tb, backends.Options{}, parts...)
 }
 
-func openModelWith(tb testing.TB, opt native.Options, parts ...string) *native.Backend {
+func openModelWith(tb testing.TB, opt backends.Options, parts ...string) backends.Backend {
 	tb.Helper()
-	f, err := gguf.Open(shared.Path(tb, parts...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	cfg, err := models.ReadConfig(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := native.New(f, cfg, opt)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { b.Close() })
-	return b
+	return testmodel.Backend(tb, "native", testmodel.Shared(tb, parts...), opt)
 }
 
-func openStories(tb testing.TB) *native.Backend {
+func openStories(tb testing.TB) backends.Backend {
 	return openModel(tb, "models", "stories260K.gguf")
 }
 
@@ -856,6 +839,8 @@ type fakeSeq struct {
 	call   int
 }
 
+func (f *fakeBackend) Threads() int { return 1 }
+
 func (f *fakeBackend) Model() backends.ModelInfo {
 	return backends.ModelInfo{Arch: "fake", VocabSize: f.vocab, Dim: f.dim, Layers: 1, ContextLength: f.ctx}
 }
@@ -893,7 +878,7 @@ func (f *fakeBackend) Forward(steps []backends.Step) error {
 			held += len(st.Tokens)
 		}
 		if held > f.kvTokens {
-			return fmt.Errorf("fake: %d tokens in a cache of %d: %w", held, f.kvTokens, kvcache.ErrPoolFull)
+			return fmt.Errorf("fake: %d tokens in a cache of %d: %w", held, f.kvTokens, backends.ErrNoRoom)
 		}
 	}
 	for _, st := range steps {
@@ -1104,7 +1089,7 @@ func TestEnginePreemption(t *testing.T) {
 // room to spare, within a bounded number of preemptions.
 func TestEnginePreemptionNative(t *testing.T) {
 	run := func(kvTokens int) ([][]tokenizer.ID, backends.EngineStats) {
-		b := openModelWith(t, native.Options{Threads: 1, KVTokens: kvTokens}, "models", "stories260K.gguf")
+		b := openModelWith(t, backends.Options{Threads: 1, KVTokens: kvTokens}, "models", "stories260K.gguf")
 		e := newEngine(t, b, backends.EngineOptions{Parallel: 4, MaxLen: 256})
 		var streams []*backends.Stream
 		for i := range 4 {

@@ -58,7 +58,7 @@ func TestActivationsMatchLlamaCpp(t *testing.T) {
 	if err := json.Unmarshal(raw, &fx); err != nil {
 		t.Fatal(err)
 	}
-	b := open(t, Options{Threads: 2}, "models", "mini", fx.Model)
+	b := open(t, backends.Options{Threads: 2}, "models", "mini", fx.Model)
 	type key struct {
 		point string
 		layer int

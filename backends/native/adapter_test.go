@@ -18,7 +18,7 @@ import (
 )
 
 // openFile loads the model at path, returning the backend and its file.
-func openFile(tb testing.TB, path string, opt Options) (*Backend, *gguf.File, *models.Config) {
+func openFile(tb testing.TB, path string, opt backends.Options) (*Backend, *gguf.File, *models.Config) {
 	tb.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -83,7 +83,7 @@ func TestAdapterMatchesMerged(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s rank %d", c.model, c.rank), func(t *testing.T) {
-			b, f, cfg := openFile(t, shared.Path(t, "models", "mini", c.model), Options{Threads: 2})
+			b, f, cfg := openFile(t, shared.Path(t, "models", "mini", c.model), backends.Options{Threads: 2})
 			a := randomAdapter(t, cfg, c.rank, uint64(c.rank))
 			dir := t.TempDir()
 			peftDir, ggufPath, merged := filepath.Join(dir, "peft"), filepath.Join(dir, "a.gguf"), filepath.Join(dir, "merged.gguf")
@@ -96,7 +96,7 @@ func TestAdapterMatchesMerged(t *testing.T) {
 			if err := lora.Merge(f, a, merged, lora.MergeOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			m, _, _ := openFile(t, merged, Options{Threads: 2})
+			m, _, _ := openFile(t, merged, backends.Options{Threads: 2})
 			vocab := b.Model().VocabSize
 
 			f32KV := backends.SequenceOptions{MaxLen: 64, KV: kvcache.F32}
@@ -139,7 +139,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 	path := shared.Path(t, "models", "mini", "mini-llama-F32.gguf")
 	for _, maxBatch := range []int{0, 5} {
 		t.Run(fmt.Sprintf("max batch %d", maxBatch), func(t *testing.T) {
-			b, _, cfg := openFile(t, path, Options{Threads: 2, MaxBatch: maxBatch})
+			b, _, cfg := openFile(t, path, backends.Options{Threads: 2, MaxBatch: maxBatch})
 			vocab := b.Model().VocabSize
 			aA, aB := randomAdapter(t, cfg, 4, 1), randomAdapter(t, cfg, 8, 2)
 			type spec struct {
@@ -202,7 +202,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 }
 
 func TestSetAdapter(t *testing.T) {
-	b, _, cfg := openFile(t, shared.Path(t, "models", "mini", "mini-llama-F32.gguf"), Options{Threads: 1})
+	b, _, cfg := openFile(t, shared.Path(t, "models", "mini", "mini-llama-F32.gguf"), backends.Options{Threads: 1})
 	vocab := b.Model().VocabSize
 	a := randomAdapter(t, cfg, 2, 3)
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
@@ -270,7 +270,7 @@ func mustTarget(t *testing.T, name string, in, out int) *lora.Target {
 // TestAdapterDecodeAllocatesNothing keeps the hot path allocation-free
 // with adapters.
 func TestAdapterDecodeAllocatesNothing(t *testing.T) {
-	b, _, cfg := openFile(t, shared.Path(t, "models", "mini", "mini-llama-Q4_K_M.gguf"), Options{Threads: 2})
+	b, _, cfg := openFile(t, shared.Path(t, "models", "mini", "mini-llama-Q4_K_M.gguf"), backends.Options{Threads: 2})
 	vocab := b.Model().VocabSize
 	a1, a2 := randomAdapter(t, cfg, 4, 1), randomAdapter(t, cfg, 8, 2)
 	s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 256})

@@ -11,29 +11,6 @@ import (
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
-// Options configure a Backend; the zero value is ready to use.
-type Options struct {
-	// Threads is the number of threads a forward pass uses, the caller's
-	// included; 0 means runtime.NumCPU().
-	Threads int
-	// MaxBatch is the most tokens one internal pass holds; Forward splits
-	// larger calls. It sizes the activation buffers, which are allocated
-	// once. 0 means 512, llama.cpp's default micro-batch.
-	MaxBatch int
-	// KVBytes is the memory of each KV pool (one per precision that
-	// sequences ask for, made at the first such sequence): the keys and
-	// values of every sequence, and the prefix cache in the blocks they do
-	// not hold. 0 means KVTokens positions.
-	KVBytes int64
-	// KVTokens is the positions of each KV pool when KVBytes is 0; 0 means
-	// the model's context length (one sequence of full length, or several
-	// sharing it, as llama.cpp's n_ctx).
-	KVTokens int
-}
-
-// DefaultMaxBatch is MaxBatch when Options leaves it 0.
-const DefaultMaxBatch = 512
-
 // logitsChunk is how many output rows the output projection computes at
 // once: enough to read the large output matrix once for many decode tokens,
 // few enough that the buffer stays small with a 150k vocabulary.
@@ -69,10 +46,16 @@ type Backend struct {
 
 var _ backends.Backend = (*Backend)(nil)
 
+func init() {
+	backends.Register("native", func(m *models.Model, o backends.Options) (backends.Backend, error) {
+		return New(m.File, m.Config, o)
+	})
+}
+
 // New prepares a backend for the model in f, described by cfg (from
 // models.ReadConfig). The weights are used in place: f must stay open until
 // the backend is closed.
-func New(f *gguf.File, cfg *models.Config, opt Options) (*Backend, error) {
+func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, error) {
 	if cfg.HeadDimV != cfg.HeadDim {
 		return nil, fmt.Errorf("native: value head size %d differs from key head size %d, which is not supported", cfg.HeadDimV, cfg.HeadDim)
 	}
@@ -105,7 +88,7 @@ func New(f *gguf.File, cfg *models.Config, opt Options) (*Backend, error) {
 	b.swigluJob.b = b
 	b.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
 	if b.maxBatch == 0 {
-		b.maxBatch = DefaultMaxBatch
+		b.maxBatch = backends.DefaultBatch
 	}
 	if err := b.buf.size(cfg, w, b.maxBatch); err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func BenchmarkForward(b *testing.B) {
 	for _, m := range benchModels {
 		for _, threads := range []int{1, 2} {
 			name := fmt.Sprintf("%s/threads=%d", m[len(m)-1], threads)
-			be := open(b, Options{Threads: threads}, m...)
+			be := open(b, backends.Options{Threads: threads}, m...)
 			vocab := be.Model().VocabSize
 			logits := make([]float32, vocab)
 			toks := make([]tokenizer.ID, prompt)

@@ -119,7 +119,7 @@ func (b *Backend) check(steps []backends.Step) error {
 	for i, p := range b.kv {
 		if p != nil && need[i] > p.Available() {
 			return fmt.Errorf("native: the steps need %d KV blocks, %d are free or evictable of %d: %w",
-				need[i], p.Available(), p.Blocks(), kvcache.ErrPoolFull)
+				need[i], p.Available(), p.Blocks(), backends.ErrNoRoom)
 		}
 	}
 	return nil

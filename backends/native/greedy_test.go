@@ -13,7 +13,7 @@ import (
 )
 
 // open loads a model file from the shared test data.
-func open(tb testing.TB, opt Options, parts ...string) *Backend {
+func open(tb testing.TB, opt backends.Options, parts ...string) *Backend {
 	tb.Helper()
 	f, err := gguf.Open(shared.Path(tb, parts...))
 	if err != nil {
@@ -61,7 +61,7 @@ func greedy(tb testing.TB, b *Backend, seq backends.Sequence, prompt []tokenizer
 
 func TestStoriesGreedy(t *testing.T) {
 	const want = "403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401 396 267 337 410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352"
-	b := open(t, Options{Threads: 2}, "models", "stories260K.gguf")
+	b := open(t, backends.Options{Threads: 2}, "models", "stories260K.gguf")
 	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: 64})
 	if err != nil {
 		t.Fatal(err)

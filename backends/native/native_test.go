@@ -87,7 +87,7 @@ func alone(t *testing.T, b *Backend, prompt, next []tokenizer.ID) (prefill, deco
 func TestBatchedEqualsAlone(t *testing.T) {
 	for _, m := range testModels {
 		t.Run(m[len(m)-1], func(t *testing.T) {
-			b := open(t, Options{Threads: 2}, m...)
+			b := open(t, backends.Options{Threads: 2}, m...)
 			vocab := b.Model().VocabSize
 			wantA, wantADecode := alone(t, b, promptA, []tokenizer.ID{432})
 			wantB, _ := alone(t, b, append(append([]tokenizer.ID{}, promptB...), promptA[1:6]...), nil)
@@ -122,8 +122,8 @@ func TestBatchedEqualsAlone(t *testing.T) {
 func TestPrefillEqualsTokenByToken(t *testing.T) {
 	for _, m := range testModels {
 		t.Run(m[len(m)-1], func(t *testing.T) {
-			b := open(t, Options{Threads: 2}, m...)
-			small := open(t, Options{Threads: 1, MaxBatch: 3}, m...)
+			b := open(t, backends.Options{Threads: 2}, m...)
+			small := open(t, backends.Options{Threads: 1, MaxBatch: 3}, m...)
 			vocab := b.Model().VocabSize
 			batched, _ := alone(t, b, promptA, nil)
 			split, _ := alone(t, small, promptA, nil)
@@ -140,7 +140,7 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 func TestAgainstNaive(t *testing.T) {
 	for _, m := range testModels {
 		t.Run(m[len(m)-1], func(t *testing.T) {
-			b := open(t, Options{Threads: 2}, m...)
+			b := open(t, backends.Options{Threads: 2}, m...)
 			info := b.Model()
 			for _, kv := range []kvcache.Precision{kvcache.F16, kvcache.F32} {
 				s := newSeq(t, b, backends.SequenceOptions{MaxLen: 16, KV: kv})
@@ -162,7 +162,7 @@ func TestAgainstNaive(t *testing.T) {
 // TestOutputsSelection checks LastToken against AllTokens, hidden-only
 // steps, and a step with no outputs at all.
 func TestOutputsSelection(t *testing.T) {
-	b := open(t, Options{Threads: 2}, "models", "stories260K.gguf")
+	b := open(t, backends.Options{Threads: 2}, "models", "stories260K.gguf")
 	info := b.Model()
 	all := make([]float32, len(promptA)*info.VocabSize)
 	allH := make([]float32, len(promptA)*info.Dim)
@@ -190,7 +190,7 @@ func TestOutputsSelection(t *testing.T) {
 // TestTruncateReusesPrefix checks that truncating and re-feeding a
 // different suffix gives the logits of a fresh sequence.
 func TestTruncateReusesPrefix(t *testing.T) {
-	b := open(t, Options{Threads: 2}, "models", "mini", "mini-llama-Q8_0.gguf")
+	b := open(t, backends.Options{Threads: 2}, "models", "mini", "mini-llama-Q8_0.gguf")
 	vocab := b.Model().VocabSize
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
 	forward(t, b, backends.Step{Seq: s, Tokens: promptA})
@@ -220,8 +220,8 @@ func TestTruncateReusesPrefix(t *testing.T) {
 
 // TestForwardRejects checks that bad steps are errors that change nothing.
 func TestForwardRejects(t *testing.T) {
-	b := open(t, Options{Threads: 1}, "models", "stories260K.gguf")
-	other := open(t, Options{Threads: 1}, "models", "stories260K.gguf")
+	b := open(t, backends.Options{Threads: 1}, "models", "stories260K.gguf")
+	other := open(t, backends.Options{Threads: 1}, "models", "stories260K.gguf")
 	info := b.Model()
 	good := newSeq(t, b, backends.SequenceOptions{MaxLen: 8})
 	forward(t, b, backends.Step{Seq: good, Tokens: []tokenizer.ID{1, 2}})
@@ -279,7 +279,7 @@ func TestForwardRejects(t *testing.T) {
 // TestDecodeAllocatesNothing is the house rule for the hot path.
 func TestDecodeAllocatesNothing(t *testing.T) {
 	for _, threads := range []int{1, 2} {
-		b := open(t, Options{Threads: threads}, "models", "mini", "mini-llama-Q4_K_M.gguf")
+		b := open(t, backends.Options{Threads: threads}, "models", "mini", "mini-llama-Q4_K_M.gguf")
 		vocab := b.Model().VocabSize
 		s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512})
 		s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.F32})
@@ -301,7 +301,7 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 }
 
 func TestModelInfo(t *testing.T) {
-	b := open(t, Options{Threads: 3}, "models", "mini", "mini-qwen2-Q4_K_M.gguf")
+	b := open(t, backends.Options{Threads: 3}, "models", "mini", "mini-qwen2-Q4_K_M.gguf")
 	info := b.Model()
 	if info.Arch != "qwen2" || info.VocabSize != 512 || info.Dim != 256 || info.Layers != 4 || info.ContextLength != 512 {
 		t.Fatalf("Model() = %+v", info)
@@ -330,12 +330,12 @@ func TestModelInfo(t *testing.T) {
 // TestKVPoolFull: a step that needs more blocks than the pool has left
 // fails before anything changes, with an error the engine recognises.
 func TestKVPoolFull(t *testing.T) {
-	b := open(t, Options{Threads: 1, KVTokens: 64}, "models", "mini", "mini-llama-Q4_K_M.gguf")
+	b := open(t, backends.Options{Threads: 1, KVTokens: 64}, "models", "mini", "mini-llama-Q4_K_M.gguf")
 	s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
 	s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
 	forward(t, b, backends.Step{Seq: s1, Tokens: make([]tokenizer.ID, 40)})
 	err := b.Forward([]backends.Step{{Seq: s2, Tokens: make([]tokenizer.ID, 10)}, {Seq: s1, Tokens: make([]tokenizer.ID, 20)}})
-	if !errors.Is(err, kvcache.ErrPoolFull) || s1.Len() != 40 || s2.Len() != 0 {
+	if !errors.Is(err, backends.ErrNoRoom) || s1.Len() != 40 || s2.Len() != 0 {
 		t.Fatalf("Forward past the pool: %v; lengths %d, %d", err, s1.Len(), s2.Len())
 	}
 	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: 65}); err == nil {

@@ -83,7 +83,7 @@ func TestPerplexity(t *testing.T) {
 		t.Run(strings.TrimSuffix(ref.ModelFile, ".gguf"), func(t *testing.T) {
 			path := modelPath(root, ref.ModelFile)
 			rel, _ := filepath.Rel(root, path)
-			b := open(t, Options{Threads: 2}, strings.Split(rel, string(filepath.Separator))...)
+			b := open(t, backends.Options{Threads: 2}, strings.Split(rel, string(filepath.Separator))...)
 			f, err := gguf.Open(path)
 			if err != nil {
 				t.Fatal(err)

@@ -100,7 +100,7 @@ func TestReferenceParity(t *testing.T) {
 			}
 			path := modelPath(root, ref.ModelFile)
 			rel, _ := filepath.Rel(root, path)
-			b := open(t, Options{Threads: 2}, strings.Split(rel, string(filepath.Separator))...)
+			b := open(t, backends.Options{Threads: 2}, strings.Split(rel, string(filepath.Separator))...)
 			checkReference(t, b, &ref, ruleFor(model))
 		})
 	}

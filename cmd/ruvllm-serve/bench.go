@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -39,6 +38,7 @@ type benchResult struct {
 func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-t T[,T2]] [-r 3] [--concurrency C] [--prefix-reuse] [--json]")
 	src := addModelFlags(fs)
+	bf := addBackendFlags(fs, false)
 	prompts := fs.String("p", "128", "prompt lengths to time, comma-separated; 0 skips prompt processing")
 	gens := fs.String("n", "64", "generation lengths to time, comma-separated; 0 skips generation")
 	threadList := fs.String("t", "", "thread counts, comma-separated (default: all cores)")
@@ -104,7 +104,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	kvTokens = max(kvTokens, *concurrency*(16+benchConcurrencyGen(nList)+1), 6*(*turnTokens+16))
 	for _, threads := range tList {
-		b, err := native.New(m.File, m.Config, native.Options{Threads: threads, KVTokens: kvTokens})
+		b, err := bf.open(m, backends.Options{Threads: threads, KVTokens: kvTokens})
 		if err != nil {
 			return err
 		}
@@ -200,7 +200,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 
 // benchOnce times one test on a fresh sequence: a prompt of p random tokens
 // in one batch, or n tokens decoded one at a time after a single start token.
-func benchOnce(b *native.Backend, p, n int) (float64, error) {
+func benchOnce(b backends.Backend, p, n int) (float64, error) {
 	vocab := b.Model().VocabSize
 	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: max(p, n+1)})
 	if err != nil {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
-	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -47,22 +45,18 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	topProbs := fs.Int("top-probs", 0, "with --json, the K most probable tokens at each step (softmax at temperature 1)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-generation tokens")
-	threads := addThreadsFlag(fs)
+	bf := addBackendFlags(fs, true)
 	ctxLen := fs.Int("ctx", 0, "context length in tokens; 0 = prompt + n")
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+	m, b, err := openModel(ctx, src, bf, backends.Options{})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b, err := native.New(m.File, m.Config, native.Options{Threads: *threads})
-	if err != nil {
-		return err
-	}
 	defer b.Close()
 
 	promptIDs := m.Tokenizer.Encode(*prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})

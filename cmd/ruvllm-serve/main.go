@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	// The backends register themselves by name (backends.Open).
+	_ "github.com/ruvllm/ruvllm/backends/native"
 )
 
 // version is stamped into responses (system_fingerprint) and logs.

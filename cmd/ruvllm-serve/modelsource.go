@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/hub"
 )
@@ -49,4 +51,47 @@ func (s *modelSource) load(ctx context.Context, o models.LoadOptions) (*models.M
 		return nil, err
 	}
 	return models.Load(path, o)
+}
+
+// backendFlags choose what runs a command's model: the backend, by name,
+// and (unless the command takes a list of them) its threads.
+type backendFlags struct {
+	name    *string
+	threads *int // nil: the command sets Options.Threads itself
+}
+
+// addBackendFlags registers --backend, and -t/--threads when threads is set.
+func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
+	bf := &backendFlags{
+		name: fs.String("backend", backends.DefaultBackend, "the backend that runs the model ("+strings.Join(backends.Names(), ", ")+")"),
+	}
+	if threads {
+		bf.threads = addThreadsFlag(fs)
+	}
+	return bf
+}
+
+// open runs m on the chosen backend, with the chosen threads when the
+// flags have them; o gives the rest of the backend's options.
+func (bf *backendFlags) open(m *models.Model, o backends.Options) (backends.Backend, error) {
+	if bf.threads != nil {
+		o.Threads = *bf.threads
+	}
+	return backends.Open(*bf.name, m, o)
+}
+
+// openModel is how a command gets its model running: it finds and loads the
+// model, then opens it on the chosen backend. The caller closes the backend,
+// then the model.
+func openModel(ctx context.Context, src *modelSource, bf *backendFlags, o backends.Options) (*models.Model, backends.Backend, error) {
+	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := bf.open(m, o)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, b, nil
 }

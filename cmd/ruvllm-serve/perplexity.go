@@ -9,8 +9,6 @@ import (
 	"os/signal"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
-	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -24,7 +22,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	file := fs.String("file", "", "text file to score")
 	nCtx := fs.Int("ctx", 512, "window size in tokens")
 	fs.IntVar(nCtx, "c", 512, "same as --ctx")
-	threads := addThreadsFlag(fs)
+	bf := addBackendFlags(fs, true)
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}
@@ -37,15 +35,11 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+	m, b, err := openModel(ctx, src, bf, backends.Options{})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	b, err := native.New(m.File, m.Config, native.Options{Threads: *threads})
-	if err != nil {
-		return err
-	}
 	defer b.Close()
 	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
 	res, err := perplexity(ctx, b, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {

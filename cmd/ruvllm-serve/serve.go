@@ -21,7 +21,6 @@ import (
 
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
@@ -55,7 +54,7 @@ type serveConfig struct {
 	ctxSet          bool
 	parallel, queue int
 	batch           int
-	threads         *int
+	backend         *backendFlags
 	kvMemory        int64
 	chatTemplate    string
 	kv              string
@@ -78,7 +77,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
 	fs := newFlags("serve", serveSynopsis)
 	c.src = addModelFlags(fs)
-	c.threads = addThreadsFlag(fs)
+	c.backend = addBackendFlags(fs, true)
 	fs.StringVar(&c.alias, "alias", "", "the model id clients use (default: the file name without .gguf)")
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on")
 	fs.IntVar(&c.port, "port", 8080, "port to listen on (0 picks a free one)")
@@ -123,7 +122,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: give --api-key or --api-key-file, not both", errUsage)
 	case c.port < 0 || c.port > 65535:
 		return nil, fmt.Errorf("%w: --port %d is outside 0 … 65535", errUsage, c.port)
-	case c.ctx < 0 || c.parallel < 1 || c.queue < 1 || c.batch < 1 || *c.threads < 0 || c.maxN < 1 || c.maxBody < 1:
+	case c.ctx < 0 || c.parallel < 1 || c.queue < 1 || c.batch < 1 || *c.backend.threads < 0 || c.maxN < 1 || c.maxBody < 1:
 		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
@@ -353,7 +352,7 @@ func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.C
 // servedModel is a loaded model with what runs it, closed in reverse.
 type servedModel struct {
 	model   *models.Model
-	backend *native.Backend
+	backend backends.Backend
 	engine  *backends.Engine
 	api     *api.Model
 }
@@ -399,8 +398,8 @@ func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (
 	}
 	// Without --kv-memory every slot can fill its context at once; the
 	// blocks the slots do not hold keep earlier prompts for prefix reuse.
-	opt := native.Options{Threads: *c.threads, MaxBatch: c.batch, KVBytes: c.kvMemory, KVTokens: c.parallel * maxLen}
-	if s.backend, err = native.New(s.model.File, s.model.Config, opt); err != nil {
+	opt := backends.Options{MaxBatch: c.batch, KVBytes: c.kvMemory, KVTokens: c.parallel * maxLen}
+	if s.backend, err = c.backend.open(s.model, opt); err != nil {
 		return nil, err
 	}
 	tok := s.model.Tokenizer

@@ -58,11 +58,11 @@ max-adapter-mb: 64
 		err   string
 	}{
 		{"defaults", nil, func(c *serveConfig) bool {
-			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second &&
+			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.backend.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second &&
 				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512
 		}, ""},
 		{"yaml", []string{"--config", yamlConfig}, func(c *serveConfig) bool {
-			return *c.src.path == "/models/a.gguf" && c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.threads == 3 &&
+			return *c.src.path == "/models/a.gguf" && c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.backend.threads == 3 &&
 				c.corsOrigins == "https://a.example,https://b.example" && c.shutdownTimeout == 3*time.Second &&
 				c.adapterDir == "/var/lib/ruvllm/adapters" && c.maxAdapters == 3 && c.maxAdapterMB == 64
 		}, ""},

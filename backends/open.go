@@ -1,0 +1,94 @@
+package backends
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ruvllm/ruvllm/models"
+)
+
+// Options configure a backend opened with Open; the zero value is ready to
+// use. A backend ignores the options that mean nothing to it.
+type Options struct {
+	// Threads is the number of threads a forward pass uses, the caller's
+	// included; 0 means runtime.NumCPU().
+	Threads int
+	// MaxBatch is the most tokens one internal pass holds; Forward splits
+	// larger calls. It sizes the activation buffers, which are allocated
+	// once. 0 means DefaultBatch, llama.cpp's default micro-batch.
+	MaxBatch int
+	// KVBytes is the memory of each KV pool (one per precision that
+	// sequences ask for, made at the first such sequence): the keys and
+	// values of every sequence, and the prefix cache in the blocks they do
+	// not hold. 0 means KVTokens positions.
+	KVBytes int64
+	// KVTokens is the positions of each KV pool when KVBytes is 0; 0 means
+	// the model's context length (one sequence of full length, or several
+	// sharing it, as llama.cpp's n_ctx).
+	KVTokens int
+}
+
+// Opener makes a backend for a loaded model. The backend uses the model's
+// file in place: the caller closes the model after the backend.
+type Opener func(m *models.Model, o Options) (Backend, error)
+
+// DefaultBackend is the backend Open picks for the name "".
+const DefaultBackend = "native"
+
+var (
+	openersMu sync.RWMutex
+	openers   = map[string]Opener{}
+)
+
+// Register makes a backend available to Open under name. Backends register
+// themselves when their package is initialised, as database/sql drivers do,
+// so that this package needs to import none of them: a program links in the
+// backends it wants with a blank import. Registering a name twice panics.
+func Register(name string, open Opener) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, dup := openers[name]; dup || name == "" || open == nil {
+		panic(fmt.Sprintf("backends: Register %q twice, without a name or without an opener", name))
+	}
+	openers[name] = open
+}
+
+// Names lists the registered backends, sorted.
+func Names() []string {
+	openersMu.RLock()
+	defer openersMu.RUnlock()
+	names := make([]string, 0, len(openers))
+	for n := range openers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open runs the model m on the backend registered as name ("" means
+// DefaultBackend).
+func Open(name string, m *models.Model, o Options) (Backend, error) {
+	if name == "" {
+		name = DefaultBackend
+	}
+	openersMu.RLock()
+	open, ok := openers[name]
+	openersMu.RUnlock()
+	if !ok {
+		known := Names()
+		if len(known) == 0 {
+			return nil, fmt.Errorf("backends: no backend %q: this program links in no backend", name)
+		}
+		return nil, fmt.Errorf("backends: no backend %q (known: %s)", name, strings.Join(known, ", "))
+	}
+	if m == nil || m.Config == nil {
+		return nil, fmt.Errorf("backends: %s: the model was loaded without a runnable architecture", name)
+	}
+	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 {
+		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative",
+			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens)
+	}
+	return open(m, o)
+}

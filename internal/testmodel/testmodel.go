@@ -1,0 +1,98 @@
+// Package testmodel is the one place tests get a model: a file of
+// ../shared (skipping when it is absent), or a small random-weight model
+// written by models.Synthesize, which needs nothing beside the repository,
+// so that tests that only need some model run on a fresh machine.
+package testmodel
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/models"
+)
+
+// synthVersion names the cache directory of synthesized files; raise it
+// when Synthesize's output changes, so that no stale file is reused.
+const synthVersion = 1
+
+var synthMu sync.Mutex
+
+// Synth returns the path of a random-weight model of the named shape
+// (models.Shapes: "tiny" is 256-wide, 2 layers, vocab 1024) in file type ft
+// ("F32", "Q4_0", ...), seeded, so every call gives the same file. Files
+// are written once into a cache directory under the system's temp dir,
+// shared by the test binaries of every package.
+func Synth(tb testing.TB, shape, ft string) string {
+	tb.Helper()
+	s, err := models.ShapeByName(shape)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := models.ParseFileType(ft)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ruvllm-testmodels-v%d", synthVersion))
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", s.Name, t.Name))
+	synthMu.Lock()
+	defer synthMu.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	// Written under a name of this process and renamed into place, so that
+	// test binaries running at once never read a half-written file.
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	if err := models.Synthesize(tmp, s, t, 1, 0); err != nil {
+		os.Remove(tmp)
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// Load loads the model at path, closed when the test ends.
+func Load(tb testing.TB, path string) *models.Model {
+	tb.Helper()
+	m, err := models.Load(path, models.LoadOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
+// Shared loads a model file of ../shared (parts name it under the shared
+// directory), skipping the test when it is absent.
+func Shared(tb testing.TB, parts ...string) *models.Model {
+	tb.Helper()
+	return Load(tb, shared.Path(tb, parts...))
+}
+
+// Tiny loads the "tiny" synthesized model in F32.
+func Tiny(tb testing.TB) *models.Model {
+	tb.Helper()
+	return Load(tb, Synth(tb, "tiny", "F32"))
+}
+
+// Backend opens m on the named backend (backends.Open; "" is the default),
+// closed when the test ends, before the model. The caller links the
+// backend in (a blank import of its package).
+func Backend(tb testing.TB, name string, m *models.Model, o backends.Options) backends.Backend {
+	tb.Helper()
+	b, err := backends.Open(name, m, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { b.Close() })
+	return b
+}
