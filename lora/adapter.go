@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ruvllm/ruvllm/kernels"
@@ -192,44 +193,17 @@ func (a *Adapter) Apply(target string, x []float32, n int, y []float32, scale fl
 	}
 }
 
-// linearKinds are the per-block weights an adapter may update: the ones
-// the forward pass multiplies by as linear layers.
-var linearKinds = []string{models.AttnQ, models.AttnK, models.AttnV, models.AttnOut, models.FFNGate, models.FFNUp, models.FFNDown}
-
-// updatable reports whether name is a weight an adapter may update.
-func updatable(name string) bool {
-	if name == models.OutputName {
-		return true
-	}
-	l := blockIndex(name)
-	if l < 0 {
-		return false
-	}
-	for _, k := range linearKinds {
-		if name == models.BlockTensor(l, k, "weight") {
-			return true
-		}
-	}
-	return false
-}
-
 // Validate checks that every update fits the base model: the architecture
-// matches, the weight exists, is a linear layer the forward pass runs, and
-// has the update's (out, in) shape.
+// matches, and the weight is a linear layer of the base model's description
+// that its file holds with the update's (out, in) shape.
 func (a *Adapter) Validate(cfg *models.Config, base *gguf.File) error {
 	if a.Arch != "" && a.Arch != cfg.Arch {
 		return invalidf("the adapter was made for a %s model, the base model is %s", a.Arch, cfg.Arch)
 	}
 	for _, name := range a.order {
 		t := a.targets[name]
-		if !updatable(name) {
-			return invalidf("%s is not a linear layer an adapter can update (q, k, v, o, gate, up, down, output)", name)
-		}
-		if name == models.OutputName && cfg.TiedOutput {
-			return invalidf("the adapter updates %s (lm_head), but the base model ties it to the token embeddings", name)
-		}
-		if l := blockIndex(name); l >= cfg.Layers {
-			return invalidf("%s: the base model has %d layers", name, cfg.Layers)
+		if _, _, ok := cfg.LinearShape(name); !ok {
+			return notLinear(cfg, name)
 		}
 		ti, ok := base.Tensor(name)
 		if !ok {
@@ -240,6 +214,25 @@ func (a *Adapter) Validate(cfg *models.Config, base *gguf.File) error {
 		}
 	}
 	return nil
+}
+
+// notLinear says why name is not a weight an adapter of a model of cfg may
+// update.
+func notLinear(cfg *models.Config, name string) error {
+	r, layer, known := models.ParseTensorName(name)
+	switch {
+	case known && r == models.Output && cfg.TiedOutput:
+		return invalidf("the adapter updates %s (lm_head), but the base model ties it to the token embeddings", name)
+	case known && layer >= cfg.Layers && cfg.Architecture().Has(r):
+		return invalidf("%s: the base model has %d layers", name, cfg.Layers)
+	}
+	var kinds []string
+	for _, t := range cfg.Architecture().Tensors {
+		if t.Role.Spec().Linear {
+			kinds = append(kinds, t.Role.Spec().Name)
+		}
+	}
+	return invalidf("%s is not a linear layer an adapter can update in a %s model (%s)", name, cfg.Arch, strings.Join(kinds, ", "))
 }
 
 // scaleOf is the factor a LoRA update is applied with: alpha/rank, or

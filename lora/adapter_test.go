@@ -455,7 +455,7 @@ func TestValidate(t *testing.T) {
 	wide := randomAdapter(t, &other, RandomSpec{Rank: 2, Seed: 1, Targets: []string{"blk.0.ffn_up.weight"}})
 	deeper := other
 	deeper.FFN, deeper.Layers = cfg.FFN, cfg.Layers+1
-	deep := randomAdapter(t, &deeper, RandomSpec{Rank: 2, Seed: 1, Targets: []string{models.BlockTensor(cfg.Layers, models.AttnQ, "weight")}})
+	deep := randomAdapter(t, &deeper, RandomSpec{Rank: 2, Seed: 1, Targets: []string{models.TensorName(models.AttnQ, cfg.Layers)}})
 	qwen := *cfg
 	qwen.Arch = "qwen2"
 	foreign := randomAdapter(t, &qwen, RandomSpec{Rank: 2, Seed: 1, Targets: []string{"blk.0.attn_q.weight"}})

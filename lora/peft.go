@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/models"
@@ -95,34 +94,15 @@ func patternValue[V any](pattern map[string]V, module string) (V, bool) {
 	return zero, false
 }
 
-// peftModules maps the module names of llama and qwen2 layers under
-// "model.layers.N." to GGUF tensor kinds.
-var peftModules = map[string]string{
-	"self_attn.q_proj": models.AttnQ,
-	"self_attn.k_proj": models.AttnK,
-	"self_attn.v_proj": models.AttnV,
-	"self_attn.o_proj": models.AttnOut,
-	"mlp.gate_proj":    models.FFNGate,
-	"mlp.up_proj":      models.FFNUp,
-	"mlp.down_proj":    models.FFNDown,
-}
-
-// GGUFName maps a Hugging Face module path of a llama or qwen2 model
-// ("model.layers.3.self_attn.q_proj", "lm_head") to the GGUF name of its
-// weight ("blk.3.attn_q.weight", "output.weight").
+// GGUFName maps a Hugging Face module path ("model.layers.3.self_attn.q_proj",
+// "lm_head") to the GGUF name of its weight ("blk.3.attn_q.weight",
+// "output.weight"), as the roles of models name them.
 func GGUFName(module string) (string, error) {
-	if module == "lm_head" {
-		return models.OutputName, nil
+	r, layer, ok := models.RoleOfModule(module)
+	if !ok {
+		return "", invalidf("module %q is not one an adapter can update (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj of model.layers.N, or lm_head)", module)
 	}
-	rest, ok := strings.CutPrefix(module, "model.layers.")
-	if ok {
-		num, sub, _ := strings.Cut(rest, ".")
-		l, err := strconv.Atoi(num)
-		if kind, known := peftModules[sub]; known && err == nil && l >= 0 && strconv.Itoa(l) == num {
-			return models.BlockTensor(l, kind, "weight"), nil
-		}
-	}
-	return "", invalidf("module %q is not one an adapter can update (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj of model.layers.N, or lm_head)", module)
+	return models.TensorName(r, layer), nil
 }
 
 // peftTensorName splits a PEFT tensor name
@@ -216,24 +196,16 @@ func ParsePEFT(config, weights []byte, cfg *models.Config) (*Adapter, error) {
 		if rank != want {
 			return nil, invalidf("%s: rank mismatch: the tensors have rank %d, %s says r = %d", module, rank, PEFTConfigFile, want)
 		}
-		if wantIn, wantOut, ok := expectedShape(cfg, name); ok && (in != wantIn || out != wantOut) {
+		if wantIn, wantOut, ok := cfg.LinearShape(name); ok && (in != wantIn || out != wantOut) {
 			return nil, invalidf("%s: the update is (out %d, in %d), the base model's %s is (out %d, in %d) (wrong base model?)", module, out, in, name, wantOut, wantIn)
 		}
 		alpha := *pc.Alpha
 		if v, ok := patternValue(pc.AlphaPattern, module); ok {
 			alpha = v
 		}
-		b := p.b.Float32s()
-		if cfg.Arch == "llama" {
-			switch blockKind(name) {
-			case models.AttnQ:
-				b, err = permuteRoPERows(b, out, rank, cfg.Heads)
-			case models.AttnK:
-				b, err = permuteRoPERows(b, out, rank, cfg.KVHeads)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", module, err)
-			}
+		b, err := permuteQK(cfg, name, p.b.Float32s(), out, rank, permuteRoPERows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", module, err)
 		}
 		t, err := NewTarget(name, in, out, rank, p.a.Float32s(), b, scaleOf(alpha, rank, pc.UseRSLoRA))
 		if err != nil {
@@ -244,28 +216,21 @@ func ParsePEFT(config, weights []byte, cfg *models.Config) (*Adapter, error) {
 	return New("", cfg.Arch, float32(*pc.Alpha), pc.UseRSLoRA, FormatPEFT, targets)
 }
 
-// expectedShape is the (in, out) of weight name in a model of cfg, or
-// false when cfg does not say.
-func expectedShape(cfg *models.Config, name string) (in, out int, ok bool) {
-	qDim, kvDim, vDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDimV
-	if name == models.OutputName {
-		return cfg.Dim, cfg.VocabSize, true
+// permuteQK applies permute to the rows of B (out, rank) of an update of q
+// or k in a model whose GGUF conversion reordered q and k for RoPE
+// (Architecture.PermutedQK), with the heads of that matrix; other updates
+// pass unchanged.
+func permuteQK(cfg *models.Config, name string, b []float32, out, rank int, permute func(b []float32, out, rank, heads int) ([]float32, error)) ([]float32, error) {
+	if !cfg.Architecture().PermutedQK {
+		return b, nil
 	}
-	switch blockKind(name) {
+	switch r, _, _ := models.ParseTensorName(name); r {
 	case models.AttnQ:
-		return cfg.Dim, qDim, true
+		return permute(b, out, rank, cfg.Heads)
 	case models.AttnK:
-		return cfg.Dim, kvDim, true
-	case models.AttnV:
-		return cfg.Dim, vDim, true
-	case models.AttnOut:
-		return cfg.Heads * cfg.HeadDimV, cfg.Dim, true
-	case models.FFNGate, models.FFNUp:
-		return cfg.Dim, cfg.FFN, true
-	case models.FFNDown:
-		return cfg.FFN, cfg.Dim, true
+		return permute(b, out, rank, cfg.KVHeads)
 	}
-	return 0, 0, false
+	return b, nil
 }
 
 // permuteRoPERows reorders the rows of b (out, rank) as llama's GGUF
@@ -306,31 +271,6 @@ func unpermuteRoPERows(b []float32, out, rank, heads int) ([]float32, error) {
 	return p, nil
 }
 
-// blockIndex is N of a "blk.N." tensor name, or -1.
-func blockIndex(name string) int {
-	rest, ok := strings.CutPrefix(name, "blk.")
-	if !ok {
-		return -1
-	}
-	num, _, _ := strings.Cut(rest, ".")
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
-}
-
-// blockKind is the kind of a "blk.N.KIND.weight" name ("attn_q"), or "".
-func blockKind(name string) string {
-	rest, ok := strings.CutPrefix(name, "blk.")
-	if !ok {
-		return ""
-	}
-	_, rest, _ = strings.Cut(rest, ".")
-	kind, _ := strings.CutSuffix(rest, ".weight")
-	return kind
-}
-
 // WritePEFT writes a as a PEFT adapter directory (adapter_config.json and
 // adapter_model.safetensors, F32) for a base model of cfg, creating dir.
 // It undoes what ParsePEFT does: GGUF names become module names and, for
@@ -360,17 +300,9 @@ func (a *Adapter) WritePEFT(dir string, cfg *models.Config) error {
 			}
 			pc.AlphaPattern[module] = alpha
 		}
-		b := t.B()
-		if cfg.Arch == "llama" {
-			switch blockKind(t.Name) {
-			case models.AttnQ:
-				b, err = unpermuteRoPERows(b, t.Out, t.Rank, cfg.Heads)
-			case models.AttnK:
-				b, err = unpermuteRoPERows(b, t.Out, t.Rank, cfg.KVHeads)
-			}
-			if err != nil {
-				return err
-			}
+		b, err := permuteQK(cfg, t.Name, t.B(), t.Out, t.Rank, unpermuteRoPERows)
+		if err != nil {
+			return err
 		}
 		prefix := "base_model.model." + module
 		tensors = append(tensors,
@@ -415,13 +347,9 @@ func (a *Adapter) WritePEFT(dir string, cfg *models.Config) error {
 // hfModule is the Hugging Face module path of a GGUF weight name, the
 // inverse of GGUFName.
 func hfModule(name string) (string, error) {
-	if name == models.OutputName {
-		return "lm_head", nil
-	}
-	l, kind := blockIndex(name), blockKind(name)
-	for m, k := range peftModules {
-		if k == kind && l >= 0 && name == models.BlockTensor(l, kind, "weight") {
-			return fmt.Sprintf("model.layers.%d.%s", l, m), nil
+	if r, layer, ok := models.ParseTensorName(name); ok {
+		if m := models.Module(r, layer); m != "" {
+			return m, nil
 		}
 	}
 	return "", invalidf("%s has no Hugging Face module name", name)

@@ -37,14 +37,7 @@ func Random(cfg *models.Config, s RandomSpec) (*Adapter, error) {
 	}
 	names := s.Targets
 	if names == nil {
-		for l := range cfg.Layers {
-			for _, k := range linearKinds {
-				names = append(names, models.BlockTensor(l, k, "weight"))
-			}
-		}
-		if !cfg.TiedOutput {
-			names = append(names, models.OutputName)
-		}
+		names = cfg.Architecture().Linear(cfg)
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, 0x10fa))
 	fill := func(n int) []float32 {
@@ -56,7 +49,7 @@ func Random(cfg *models.Config, s RandomSpec) (*Adapter, error) {
 	}
 	var targets []*Target
 	for _, name := range names {
-		in, out, ok := expectedShape(cfg, name)
+		in, out, ok := cfg.LinearShape(name)
 		if !ok {
 			return nil, invalidf("%s is not a weight an adapter can update", name)
 		}

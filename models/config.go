@@ -42,23 +42,16 @@ type Config struct {
 	RopeScale     float32 // multiplies positions: 1/rope.scaling.factor
 	RopeDim       int     // dimensions of each head RoPE rotates
 	Rope          RopeType
-	AttnBias      bool // q/k/v projections carry biases (qwen2)
 	TiedOutput    bool // no output.weight: the embedding matrix is reused
 }
 
-// archInfo is what differs between the architectures we run.
-type archInfo struct {
-	rope     RopeType
-	attnBias bool
+// Architecture is the description of the family c.Arch names: its tensors
+// and their shapes; nil for an architecture no file of this package
+// registers.
+func (c *Config) Architecture() *Architecture {
+	a, _ := Lookup(c.Arch)
+	return a
 }
-
-var archs = map[string]archInfo{
-	"llama": {rope: RopeNormal},
-	"qwen2": {rope: RopeNeoX, attnBias: true},
-}
-
-// Supported reports whether arch can be run.
-func Supported(arch string) bool { _, ok := archs[arch]; return ok }
 
 // ReadConfig reads the hyperparameters of f. Keys llama.cpp requires are
 // required here too; optional ones get llama.cpp's defaults.
@@ -67,12 +60,12 @@ func ReadConfig(f *gguf.File) (*Config, error) {
 	if !ok {
 		return nil, fmt.Errorf("model has no general.architecture")
 	}
-	info, ok := archs[arch]
+	a, ok := Lookup(arch)
 	if !ok {
-		return nil, fmt.Errorf("architecture %q is not supported (supported: llama, qwen2)", arch)
+		return nil, fmt.Errorf("architecture %q is not supported (supported: %s)", arch, archList())
 	}
-	r := keyReader{f: f, arch: arch}
-	c := &Config{Arch: arch, Rope: info.rope, AttnBias: info.attnBias}
+	r := KeyReader{f: f, arch: arch}
+	c := &Config{Arch: arch, Rope: a.Rope}
 	c.Name, _ = f.GetString("general.name")
 	c.ContextLength = r.int("context_length", -1)
 	c.Dim = r.int("embedding_length", -1)
@@ -107,30 +100,64 @@ func ReadConfig(f *gguf.File) (*Config, error) {
 	if c.HeadDim <= 0 || c.RopeDim <= 0 || c.RopeDim > c.HeadDim || c.RopeDim%2 != 0 {
 		return nil, fmt.Errorf("%s: head dim %d and rope dimension %d do not fit", arch, c.HeadDim, c.RopeDim)
 	}
-	emb, ok := f.Tensor(TokenEmbd)
+	if a.Hyper != nil {
+		a.Hyper(&r, c)
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	embd := TensorName(TokenEmbd, 0)
+	emb, ok := f.Tensor(embd)
 	if !ok || len(emb.Dims) != 2 {
-		return nil, fmt.Errorf("%s: tensor %s is missing or not a matrix", arch, TokenEmbd)
+		return nil, fmt.Errorf("%s: tensor %s is missing or not a matrix", arch, embd)
 	}
 	if int(emb.Dims[0]) != c.Dim {
-		return nil, fmt.Errorf("%s: %s has rows of %d, embedding_length is %d", arch, TokenEmbd, emb.Dims[0], c.Dim)
+		return nil, fmt.Errorf("%s: %s has rows of %d, embedding_length is %d", arch, embd, emb.Dims[0], c.Dim)
 	}
 	c.VocabSize = int(emb.Dims[1])
-	_, hasOutput := f.Tensor(OutputName)
+	_, hasOutput := f.Tensor(TensorName(Output, 0))
 	c.TiedOutput = !hasOutput
 	return c, nil
 }
 
-// keyReader reads "<arch>.<key>" values and keeps the first error.
-type keyReader struct {
+// KeyReader reads an architecture's "<arch>.<key>" values and keeps the
+// first error, so that Architecture.Hyper reads its keys in a row and
+// ReadConfig reports what went wrong first.
+type KeyReader struct {
 	f    *gguf.File
 	arch string
 	err  error
 }
 
-func (r *keyReader) key(k string) string { return r.arch + "." + k }
+func (r *KeyReader) key(k string) string { return r.arch + "." + k }
 
-// int reads an integer key; def < 0 makes the key required.
-func (r *keyReader) int(k string, def int) int {
+// Int reads an integer key; def < 0 makes the key required.
+func (r *KeyReader) Int(k string, def int) int { return r.int(k, def) }
+
+// Float reads a number key; a missing key gives def.
+func (r *KeyReader) Float(k string, def float64) float32 { return r.float(k, def) }
+
+// Bool reads a boolean key; a missing key gives def.
+func (r *KeyReader) Bool(k string, def bool) bool {
+	v, ok := r.f.Get(r.key(k))
+	if !ok {
+		return def
+	}
+	b, ok := v.Bool()
+	if !ok {
+		r.Fail("key %s is not a boolean (%v)", r.key(k), v.Any())
+	}
+	return b
+}
+
+// Fail records an error of the architecture's keys unless one is recorded.
+func (r *KeyReader) Fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(r.arch+": "+format, args...)
+	}
+}
+
+func (r *KeyReader) int(k string, def int) int {
 	v, ok := r.f.Get(r.key(k))
 	if !ok {
 		if def < 0 && r.err == nil {
@@ -150,7 +177,7 @@ func (r *keyReader) int(k string, def int) int {
 
 // perLayer reads a key that may be one value or one value per layer, as
 // llama.cpp's get_key_or_arr does; we run only uniform layers.
-func (r *keyReader) perLayer(k string, def int) int {
+func (r *KeyReader) perLayer(k string, def int) int {
 	v, ok := r.f.Get(r.key(k))
 	if !ok || v.Type != gguf.TypeArray {
 		return r.int(k, def)
@@ -170,7 +197,7 @@ func (r *keyReader) perLayer(k string, def int) int {
 	return int(xs[0])
 }
 
-func (r *keyReader) float(k string, def float64) float32 {
+func (r *KeyReader) float(k string, def float64) float32 {
 	v, ok := r.f.Get(r.key(k))
 	if !ok {
 		return float32(def)

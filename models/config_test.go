@@ -18,7 +18,7 @@ func TestSharedConfigs(t *testing.T) {
 		// Shapes as ../shared/models/README.md states them.
 		{"stories260K.gguf", Config{Arch: "llama", Dim: 64, Layers: 5, Heads: 8, KVHeads: 4, FFN: 172, HeadDim: 8, RopeDim: 8, VocabSize: 512, Rope: RopeNormal}},
 		{"mini/mini-llama-Q4_K_M.gguf", Config{Arch: "llama", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, FFN: 768, HeadDim: 32, RopeDim: 32, VocabSize: 512, ContextLength: 512, Rope: RopeNormal}},
-		{"mini/mini-qwen2-F32.gguf", Config{Arch: "qwen2", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, FFN: 768, HeadDim: 32, RopeDim: 32, VocabSize: 512, ContextLength: 512, Rope: RopeNeoX, AttnBias: true}},
+		{"mini/mini-qwen2-F32.gguf", Config{Arch: "qwen2", Dim: 256, Layers: 4, Heads: 8, KVHeads: 4, FFN: 768, HeadDim: 32, RopeDim: 32, VocabSize: 512, ContextLength: 512, Rope: RopeNeoX}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -34,22 +34,30 @@ func TestSharedConfigs(t *testing.T) {
 			w := c.want
 			if got.Arch != w.Arch || got.Dim != w.Dim || got.Layers != w.Layers || got.Heads != w.Heads ||
 				got.KVHeads != w.KVHeads || got.FFN != w.FFN || got.HeadDim != w.HeadDim || got.RopeDim != w.RopeDim ||
-				got.VocabSize != w.VocabSize || got.Rope != w.Rope || got.AttnBias != w.AttnBias ||
+				got.VocabSize != w.VocabSize || got.Rope != w.Rope || got.Architecture().Name != w.Arch ||
 				(w.ContextLength != 0 && got.ContextLength != w.ContextLength) {
 				t.Errorf("got %+v\nwant %+v", *got, w)
 			}
 			if got.NormEps <= 0 || got.NormEps > 1e-3 || got.RopeBase <= 0 || got.RopeScale != 1 {
 				t.Errorf("eps %g base %g scale %g", got.NormEps, got.RopeBase, got.RopeScale)
 			}
-			if _, ok := f.Tensor(got.OutputTensor()); !ok {
-				t.Errorf("output tensor %s missing", got.OutputTensor())
+			if _, ok := f.Tensor(TensorName(got.OutputRole(), 0)); !ok {
+				t.Errorf("output tensor %s missing", TensorName(got.OutputRole(), 0))
 			}
-			for l := 0; l < got.Layers; l++ {
-				for _, k := range []string{AttnNorm, AttnQ, AttnK, AttnV, AttnOut, FFNNorm, FFNGate, FFNUp, FFNDown} {
-					if _, ok := f.Tensor(BlockTensor(l, k, "weight")); !ok {
-						t.Errorf("%s missing", BlockTensor(l, k, "weight"))
-					}
+			// Every tensor the description names is there with its shape, and
+			// the file holds nothing else.
+			var names []string
+			for _, ti := range f.Tensors {
+				names = append(names, ti.Name)
+			}
+			lay := got.Architecture().Layout(got, names, func(n string) ([]uint64, bool) {
+				if ti, ok := f.Tensor(n); ok {
+					return ti.Dims, true
 				}
+				return nil, false
+			})
+			if p := lay.Problems(); len(p) > 0 || len(lay.Unused) > 0 {
+				t.Errorf("layout problems %v, unused %v", p, lay.Unused)
 			}
 		})
 	}
@@ -64,7 +72,7 @@ func synthetic(t *testing.T, kv map[string]any) *gguf.File {
 			t.Fatal(err)
 		}
 	}
-	if err := w.AddTensor(TokenEmbd, kernels.F32, []uint64{8, 4}, make([]byte, 8*4*4)); err != nil {
+	if err := w.AddTensor(TensorName(TokenEmbd, 0), kernels.F32, []uint64{8, 4}, make([]byte, 8*4*4)); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -95,7 +103,7 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.KVHeads != 2 || c.HeadDim != 4 || c.RopeDim != 4 || c.RopeBase != 10000 || !c.TiedOutput || c.OutputTensor() != TokenEmbd {
+		if c.KVHeads != 2 || c.HeadDim != 4 || c.RopeDim != 4 || c.RopeBase != 10000 || !c.TiedOutput || c.OutputRole() != TokenEmbd {
 			t.Errorf("%+v", *c)
 		}
 	})
@@ -138,14 +146,5 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, e.expect)
 			}
 		})
-	}
-}
-
-func TestBlockTensor(t *testing.T) {
-	if got := BlockTensor(3, AttnQ, "weight"); got != "blk.3.attn_q.weight" {
-		t.Fatal(got)
-	}
-	if got := BlockTensor(0, AttnK, "bias"); got != "blk.0.attn_k.bias" {
-		t.Fatal(got)
 	}
 }

@@ -3,7 +3,6 @@ package models
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/kernels"
@@ -106,7 +105,11 @@ func (p QuantPlan) TensorType(name string, rowLen int) kernels.DType {
 
 func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 	ft, t := p.Type, p.Type.Base
-	layer, n := blockIndex(name), p.Layers
+	role, layer, known := ParseTensorName(name)
+	if !known {
+		return t
+	}
+	n := p.Layers
 	moreBits := func() bool { return layer < n/8 || layer >= 7*n/8 || (layer-n/8)%3 == 2 }
 	is := func(names ...string) bool {
 		for _, s := range names {
@@ -117,14 +120,14 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		return false
 	}
 	switch {
-	case name == OutputName || (!p.HasOutput && name == TokenEmbd):
+	case role == Output || (!p.HasOutput && role == TokenEmbd):
 		if rowLen%kernels.QKK != 0 {
 			return kernels.Q8_0
 		}
 		if t != kernels.Q8_0 {
 			return kernels.Q6_K
 		}
-	case strings.Contains(name, "attn_v.weight"):
+	case role == AttnV:
 		switch {
 		case is("Q2_K"):
 			if p.GQA >= 4 {
@@ -143,7 +146,7 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		case is("Q4_K_S") && layer < 4:
 			return kernels.Q5_K
 		}
-	case strings.Contains(name, "ffn_down"):
+	case role == FFNDown:
 		switch {
 		case is("Q2_K"):
 			return kernels.Q3_K
@@ -161,7 +164,7 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		case is("Q4_K_S") && layer < n/8:
 			return kernels.Q5_K
 		}
-	case strings.Contains(name, "attn_output.weight"):
+	case role == AttnOut:
 		switch {
 		case is("Q2_K"):
 			return kernels.Q3_K
@@ -172,18 +175,4 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		}
 	}
 	return t
-}
-
-// blockIndex is N of a "blk.N." tensor name, or -1.
-func blockIndex(name string) int {
-	rest, ok := strings.CutPrefix(name, "blk.")
-	if !ok {
-		return -1
-	}
-	num, _, _ := strings.Cut(rest, ".")
-	n, err := strconv.Atoi(num)
-	if err != nil {
-		return -1
-	}
-	return n
 }

@@ -5,16 +5,19 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
-// Shape is the size of a llama-architecture model, for random-weight models
-// that let speed be measured on real shapes without a download.
+// Shape is the size of a model, for random-weight models that let speed be
+// measured on real shapes without a download.
 type Shape struct {
-	Name                                         string
+	Name string
+	// Arch is the architecture; "" means llama.
+	Arch                                         string
 	Dim, Layers, Heads, KVHeads, FFN, Vocab, Ctx int
 }
 
@@ -37,30 +40,45 @@ func ShapeByName(name string) (Shape, error) {
 	return Shape{}, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(names, ", "))
 }
 
-// Synthesize writes a llama model of shape s with random weights (seeded)
-// in the file type ft, with a generated SentencePiece vocab of s.Vocab
-// tokens. The weights are drawn per row from a seeded generator, so the file
-// does not depend on the thread count.
+// Synthesize writes a model of shape s with random weights (seeded) in the
+// file type ft, with a generated SentencePiece vocab of s.Vocab tokens: the
+// tensors its architecture's description requires, and the output
+// projection. The weights are drawn per row from a seeded generator, so the
+// file does not depend on the thread count.
 func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) error {
+	if s.Arch == "" {
+		s.Arch = "llama"
+	}
+	arch, ok := Lookup(s.Arch)
+	if !ok {
+		return fmt.Errorf("synth: architecture %q is not supported (supported: %s)", s.Arch, archList())
+	}
+	if s.Heads <= 0 || s.KVHeads <= 0 || s.Dim%s.Heads != 0 || s.Heads%s.KVHeads != 0 {
+		return fmt.Errorf("synth: %d heads, %d kv heads and dim %d do not fit", s.Heads, s.KVHeads, s.Dim)
+	}
+	headDim := s.Dim / s.Heads
+	cfg := &Config{Arch: s.Arch, ContextLength: s.Ctx, Dim: s.Dim, Layers: s.Layers, FFN: s.FFN,
+		Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: headDim, HeadDimV: headDim, VocabSize: s.Vocab, RopeDim: headDim}
 	w := gguf.NewWriter()
 	set := func(k string, v any) {
 		if err := w.Set(k, v); err != nil {
 			panic(err) // only literal values of valid types are set here
 		}
 	}
-	set("general.architecture", "llama")
+	key := func(k string) string { return s.Arch + "." + k }
+	set("general.architecture", s.Arch)
 	set("general.name", "ruvllm synthetic "+s.Name)
 	set("general.file_type", ft.llama)
 	set("general.quantization_version", uint32(2))
-	set("llama.context_length", uint32(s.Ctx))
-	set("llama.embedding_length", uint32(s.Dim))
-	set("llama.block_count", uint32(s.Layers))
-	set("llama.feed_forward_length", uint32(s.FFN))
-	set("llama.attention.head_count", uint32(s.Heads))
-	set("llama.attention.head_count_kv", uint32(s.KVHeads))
-	set("llama.rope.dimension_count", uint32(s.Dim/s.Heads))
-	set("llama.rope.freq_base", float32(10000))
-	set("llama.attention.layer_norm_rms_epsilon", float32(1e-5))
+	set(key("context_length"), uint32(s.Ctx))
+	set(key("embedding_length"), uint32(s.Dim))
+	set(key("block_count"), uint32(s.Layers))
+	set(key("feed_forward_length"), uint32(s.FFN))
+	set(key("attention.head_count"), uint32(s.Heads))
+	set(key("attention.head_count_kv"), uint32(s.KVHeads))
+	set(key("rope.dimension_count"), uint32(headDim))
+	set(key("rope.freq_base"), float32(10000))
+	set(key("attention.layer_norm_rms_epsilon"), float32(1e-5))
 	tokens, scores, types := SyntheticSPMVocab(s.Vocab)
 	set("tokenizer.ggml.model", "llama")
 	set("tokenizer.ggml.tokens", tokens)
@@ -73,14 +91,19 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	set("tokenizer.ggml.add_eos_token", false)
 
 	plan := QuantPlan{Type: ft, Layers: s.Layers, GQA: s.Heads / s.KVHeads, HasOutput: true}
-	headDim := s.Dim / s.Heads
-	add := func(name string, cols, rows int, scale float32) error {
-		dims := []uint64{uint64(cols), uint64(rows)}
+	// add writes a tensor of the row-major shape: norm vectors are ones, as
+	// a trained model's are near, and everything else (matrices, biases) is
+	// uniform with the standard deviation 0.02 of llama's init (a uniform on
+	// [-a, a] has deviation a/sqrt(3)).
+	const a = 0.02 * 1.7320508
+	add := func(name string, shape []int, norm bool) error {
+		cols, rows := shape[len(shape)-1], 1
+		dims := []uint64{uint64(cols)}
 		t := kernels.F32
-		if rows > 1 {
+		if len(shape) == 2 {
+			rows = shape[0]
+			dims = append(dims, uint64(rows))
 			t = plan.TensorType(name, cols)
-		} else {
-			dims = dims[:1]
 		}
 		tr, ok := kernels.TraitsOf(t)
 		if !ok {
@@ -90,40 +113,60 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 		h.Write([]byte(name))
 		key := seed ^ h.Sum64()
 		fill := func(row int, buf []float32, dst []byte) {
-			if rows == 1 { // norm weights: ones, as a trained model's are near
+			if norm {
 				for i := range buf {
 					buf[i] = 1
 				}
 			} else {
 				rng := rand.New(rand.NewPCG(key, uint64(row)))
 				for i := range buf {
-					buf[i] = (float32(rng.Uint32())/math.MaxUint32*2 - 1) * scale
+					buf[i] = (float32(rng.Uint32())/math.MaxUint32*2 - 1) * a
 				}
 			}
 			tr.QuantizeRow(buf, dst)
 		}
 		return addRows(w, name, t, dims, rows, cols, t.RowBytes(cols), threads, fill)
 	}
-	// Uniform weights with the standard deviation 0.02 of llama's init
-	// (a uniform on [-a, a] has deviation a/sqrt(3)); norm vectors are ones.
-	const a = 0.02 * 1.7320508
-	type spec struct {
-		name       string
-		cols, rows int
+	// Whole-model tensors first, then block by block, in llama.cpp's order
+	// (embeddings, blocks, final norm and output).
+	var global, block []TensorSpec
+	for _, t := range arch.Tensors {
+		switch {
+		case t.Optional && t.Role != Output:
+		case t.Role.Spec().Block:
+			block = append(block, t)
+		default:
+			global = append(global, t)
+		}
 	}
-	steps := []spec{{TokenEmbd, s.Dim, s.Vocab}}
-	for l := 0; l < s.Layers; l++ {
-		b := func(kind string) string { return BlockTensor(l, kind, "weight") }
-		steps = append(steps,
-			spec{b(AttnNorm), s.Dim, 1}, spec{b(AttnQ), s.Dim, s.Heads * headDim},
-			spec{b(AttnK), s.Dim, s.KVHeads * headDim}, spec{b(AttnV), s.Dim, s.KVHeads * headDim},
-			spec{b(AttnOut), s.Heads * headDim, s.Dim}, spec{b(FFNNorm), s.Dim, 1},
-			spec{b(FFNGate), s.Dim, s.FFN}, spec{b(FFNUp), s.Dim, s.FFN}, spec{b(FFNDown), s.FFN, s.Dim})
+	write := func(t TensorSpec, layer int) error {
+		name := TensorName(t.Role, layer)
+		shape := t.Shape(cfg)
+		if err := add(name, shape, len(shape) == 1 && strings.HasSuffix(name, "_norm.weight")); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
 	}
-	steps = append(steps, spec{OutputNorm, s.Dim, 1}, spec{OutputName, s.Dim, s.Vocab})
-	for _, st := range steps {
-		if err := add(st.name, st.cols, st.rows, a); err != nil {
-			return fmt.Errorf("%s: %w", st.name, err)
+	rank := func(t TensorSpec) int { // token_embd leads
+		if t.Role == TokenEmbd {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(global, func(x, y TensorSpec) int { return rank(x) - rank(y) })
+	if err := write(global[0], 0); err != nil {
+		return err
+	}
+	for l := range s.Layers {
+		for _, t := range block {
+			if err := write(t, l); err != nil {
+				return err
+			}
+		}
+	}
+	for _, t := range global[1:] {
+		if err := write(t, 0); err != nil {
+			return err
 		}
 	}
 	return w.WriteFile(path)

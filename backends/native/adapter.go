@@ -59,7 +59,7 @@ func (b *Backend) fitAdapter(a *lora.Adapter) error {
 	if b.byName == nil {
 		b.byName = map[string]*matrix{}
 		for _, m := range b.w.matrices() {
-			if m != &b.w.output || !b.cfg.TiedOutput { // a tied output is token_embd: not a target
+			if m != b.w.output || !b.cfg.TiedOutput { // a tied output is token_embd: not a target
 				b.byName[m.name] = m
 			}
 		}

@@ -232,7 +232,7 @@ func TestSetAdapter(t *testing.T) {
 	other := *cfg
 	other.FFN *= 2
 	misfit, _ := lora.Random(&other, lora.RandomSpec{Rank: 2, Targets: []string{"blk.0.ffn_up.weight"}})
-	embd, _ := lora.New("embd", "llama", 1, false, "", []*lora.Target{mustTarget(t, models.TokenEmbd, cfg.Dim, cfg.VocabSize)})
+	embd, _ := lora.New("embd", "llama", 1, false, "", []*lora.Target{mustTarget(t, models.TensorName(models.TokenEmbd, 0), cfg.Dim, cfg.VocabSize)})
 	for name, bad := range map[string]*lora.Adapter{"shape": misfit, "token_embd": embd} {
 		if err := as.SetAdapter(bad, 1); !errors.Is(err, lora.ErrInvalid) {
 			t.Errorf("%s: SetAdapter error %v, want ErrInvalid", name, err)

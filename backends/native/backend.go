@@ -21,6 +21,7 @@ const logitsChunk = 16
 type Backend struct {
 	cfg       *models.Config
 	w         *weights
+	block     blockFunc // the architecture's transformer block
 	pool      *kernels.Pool
 	rope      kernels.Rope
 	maxBatch  int
@@ -66,6 +67,10 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 		return nil, fmt.Errorf("native: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative",
 			opt.Threads, opt.MaxBatch, opt.KVBytes, opt.KVTokens)
 	}
+	block, ok := blocks[cfg.Arch]
+	if !ok || cfg.Architecture() == nil {
+		return nil, fmt.Errorf("native: architecture %q has no block in this backend", cfg.Arch)
+	}
 	w, err := loadWeights(f, cfg)
 	if err != nil {
 		return nil, err
@@ -73,6 +78,7 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	b := &Backend{
 		cfg:      cfg,
 		w:        w,
+		block:    block,
 		maxBatch: opt.MaxBatch,
 		kvBytes:  opt.KVBytes,
 		kvTokens: opt.KVTokens,
@@ -81,7 +87,7 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 			Base:        cfg.RopeBase,
 			FreqScale:   cfg.RopeScale,
 			NeoX:        cfg.Rope == models.RopeNeoX,
-			FreqFactors: w.freqFactors,
+			FreqFactors: w.global.vec(models.RopeFreqs),
 		},
 	}
 	b.attnJob.b = b

@@ -6,6 +6,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/models"
 )
 
 // segment is a run of consecutive tokens of one sequence within a pass.
@@ -129,7 +130,8 @@ func (b *Backend) check(steps []backends.Step) error {
 // their sequences, and writes the outputs b.buf.outs asks for.
 func (b *Backend) pass(steps []backends.Step, n int) {
 	bf, dim, half := &b.buf, b.cfg.Dim, b.cfg.RopeDim/2
-	embed, _ := kernels.TraitsOf(b.w.tokEmbd.typ)
+	tokEmbd := b.w.global.mat(models.TokenEmbd)
+	embed, _ := kernels.TraitsOf(tokEmbd.typ)
 	bf.runs = bf.runs[:0]
 	for i, sg := range bf.segs {
 		if _, err := sg.seq.table.Append(steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n]); err != nil {
@@ -139,13 +141,13 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 		for j, t := range steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n] {
 			r := sg.row0 + j
 			bf.rowSeg[r] = int32(i)
-			embed.DequantizeRow(b.w.tokEmbd.row(int(t)), bf.x[r*dim:(r+1)*dim])
+			embed.DequantizeRow(tokEmbd.row(int(t)), bf.x[r*dim:(r+1)*dim])
 			b.rope.Angles(sg.pos0+j, bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half])
 		}
 	}
 	b.observe("inp_embd", -1, bf.x[:n*dim])
-	for l := range b.w.layers {
-		b.block(l, n)
+	for l := range b.w.blocks {
+		b.block(b, l, n)
 	}
 	for _, sg := range bf.segs {
 		// The blocks this pass filled are written in every layer now:
@@ -153,98 +155,6 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 		sg.seq.table.Commit()
 	}
 	b.outputs(steps)
-}
-
-// block runs transformer block l over the n tokens of the pass, updating the
-// residual stream b.buf.x in place.
-func (b *Backend) block(l, n int) {
-	ly, bf, cfg := &b.w.layers[l], &b.buf, b.cfg
-	dim, hd, half := cfg.Dim, cfg.HeadDim, cfg.RopeDim/2
-	qDim, kvDim := cfg.Heads*hd, cfg.KVHeads*hd
-	x, xn := bf.x[:n*dim], bf.xn[:n*dim]
-	q, k, v, att := bf.q[:n*qDim], bf.k[:n*kvDim], bf.v[:n*kvDim], bf.att[:n*qDim]
-
-	// Attention: x += Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv)
-	b.rmsNorm(xn, x, ly.attnNorm, n)
-	b.observe("attn_norm", l, xn)
-	b.linear(&ly.wq, xn, n, q, ly.bq, bf.runs)
-	b.linear(&ly.wk, xn, n, k, ly.bk, bf.runs)
-	b.linear(&ly.wv, xn, n, v, ly.bv, bf.runs)
-	b.observe("Qcur", l, q)
-	b.observe("Kcur", l, k)
-	b.observe("Vcur", l, v)
-	for r := range n {
-		cos, sin := bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half]
-		b.rope.Apply(q[r*qDim:(r+1)*qDim], hd, cos, sin)
-		b.rope.Apply(k[r*kvDim:(r+1)*kvDim], hd, cos, sin)
-	}
-	b.observe("Qrope", l, q)
-	b.observe("Krope", l, k)
-	for _, sg := range bf.segs {
-		r0, r1 := sg.row0, sg.row0+sg.n
-		sg.seq.table.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
-	}
-	b.attnJob.layer = l
-	b.pool.Run(b.attnJob.tasks(n), &b.attnJob)
-	b.observe("kqv_merged_cont", l, att)
-	proj := bf.proj[:n*dim]
-	b.linear(&ly.wo, att, n, proj, nil, bf.runs)
-	b.observe("kqv_out", l, proj)
-	kernels.Add(x, x, proj)
-	if l == len(b.w.layers)-1 {
-		// As in llama.cpp, the last feed-forward runs only for the tokens
-		// whose outputs are wanted: nothing else reads it, and a lone
-		// output row then takes the matrix-vector products llama.cpp takes.
-		n = b.keepOutputRows()
-		x, xn, proj = bf.x[:n*dim], bf.xn[:n*dim], bf.proj[:n*dim]
-	}
-	b.observe("ffn_inp", l, x)
-
-	// Feed-forward: x += Wdown·(silu(Wgate·xn) ⊙ Wup·xn)
-	b.rmsNorm(xn, x, ly.ffnNorm, n)
-	b.observe("ffn_norm", l, xn)
-	gate, up := bf.gate[:n*cfg.FFN], bf.up[:n*cfg.FFN]
-	b.linear(&ly.gate, xn, n, gate, nil, bf.runs)
-	b.linear(&ly.up, xn, n, up, nil, bf.runs)
-	b.observe("ffn_gate", l, gate)
-	b.observe("ffn_up", l, up)
-	b.pool.Run(n, &b.swigluJob) // one row runs on the caller
-	b.observe("ffn_gate_par", l, gate)
-	b.linear(&ly.down, gate, n, proj, nil, bf.runs)
-	b.observe("ffn_out", l, proj)
-	kernels.Add(x, x, proj)
-	b.observe("l_out", l, x)
-}
-
-// swigluJob sets gate = silu(gate) ⊙ up for the rows of a pass, a row a
-// task: ggml's silu treats each row's tail apart. On the pool, because with
-// 8 rows of a batched decode it was 4% of the pass on one thread while the
-// others waited.
-type swigluJob struct {
-	b *Backend
-}
-
-func (j *swigluJob) Do(r, _ int) {
-	bf, ffn := &j.b.buf, j.b.cfg.FFN
-	g := bf.gate[r*ffn : (r+1)*ffn]
-	kernels.SwiGLU(g, g, bf.up[r*ffn:(r+1)*ffn])
-}
-
-// keepOutputRows moves the residual rows of the tokens in b.buf.outs to the
-// front of the pass's buffers, in order, points the outputs and the adapter
-// runs at their new rows, and returns their number.
-func (b *Backend) keepOutputRows() int {
-	bf, dim := &b.buf, b.cfg.Dim
-	bf.runs = bf.runs[:0]
-	for i := range bf.outs {
-		o := &bf.outs[i]
-		if o.row != i { // rows only move down: outs are in row order
-			copy(bf.x[i*dim:(i+1)*dim], bf.x[o.row*dim:(o.row+1)*dim])
-		}
-		bf.runs = addRun(bf.runs, bf.segs[bf.rowSeg[o.row]].seq, i, 1)
-		o.row = i
-	}
-	return len(bf.outs)
 }
 
 // linear sets out (n, rows) = x (n, cols) · Wᵀ + bias, plus the update of
@@ -277,14 +187,6 @@ func (b *Backend) observe(point string, l int, x []float32) {
 	}
 }
 
-// rmsNorm normalises each of the n rows of x into dst and scales it by w.
-func (b *Backend) rmsNorm(dst, x, w []float32, n int) {
-	dim := b.cfg.Dim
-	for r := range n {
-		kernels.RMSNorm(dst[r*dim:(r+1)*dim], x[r*dim:(r+1)*dim], w, b.cfg.NormEps)
-	}
-}
-
 // outputs applies the final norm to the tokens in b.buf.outs, copies their
 // hidden states out, and projects those whose step wants logits, a chunk of
 // rows at a time.
@@ -293,7 +195,7 @@ func (b *Backend) outputs(steps []backends.Step) {
 	nl := 0 // rows wanting logits, gathered at the front of xn
 	for _, o := range bf.outs {
 		h := bf.xn[nl*dim : (nl+1)*dim]
-		kernels.RMSNorm(h, bf.x[o.row*dim:(o.row+1)*dim], b.w.outNorm, b.cfg.NormEps)
+		kernels.RMSNorm(h, bf.x[o.row*dim:(o.row+1)*dim], b.w.global.vec(models.OutputNorm), b.cfg.NormEps)
 		b.observe("result_norm", -1, h)
 		st := &steps[o.step]
 		if st.Hidden != nil {
@@ -310,7 +212,7 @@ func (b *Backend) outputs(steps []backends.Step) {
 		for i, o := range bf.outs[c0:c1] {
 			bf.outRuns = addRun(bf.outRuns, steps[o.step].Seq.(*sequence), i, 1)
 		}
-		b.linear(&b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil, bf.outRuns)
+		b.linear(b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil, bf.outRuns)
 		b.observe("result_output", -1, bf.logits[:(c1-c0)*vocab])
 		for i, o := range bf.outs[c0:c1] {
 			copy(steps[o.step].Logits[o.dst*vocab:(o.dst+1)*vocab], bf.logits[i*vocab:(i+1)*vocab])

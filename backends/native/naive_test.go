@@ -78,8 +78,9 @@ func (nv *naive) step(tok int) (logits, hidden []float32) {
 	pos := len(nv.k[0])
 	hd, group := cfg.HeadDim, cfg.Heads/cfg.KVHeads
 	x := make([]float32, cfg.Dim)
-	tr, _ := kernels.TraitsOf(nv.w.tokEmbd.typ)
-	tr.DequantizeRow(nv.w.tokEmbd.row(tok), x)
+	embd := nv.w.global.mat(models.TokenEmbd)
+	tr, _ := kernels.TraitsOf(embd.typ)
+	tr.DequantizeRow(embd.row(tok), x)
 	cos, sin := make([]float32, cfg.RopeDim/2), make([]float32, cfg.RopeDim/2)
 	nv.rope.Angles(pos, cos, sin)
 	rotate := func(v []float32) {
@@ -100,15 +101,13 @@ func (nv *naive) step(tok int) (logits, hidden []float32) {
 			v[i] += b[i]
 		}
 	}
-	for l := range nv.w.layers {
-		ly := &nv.w.layers[l]
-		xn := naiveNorm(x, ly.attnNorm, cfg.NormEps)
-		q, k, v := nv.matvec(&ly.wq, xn), nv.matvec(&ly.wk, xn), nv.matvec(&ly.wv, xn)
-		if ly.bq != nil {
-			addBias(q, ly.bq)
-			addBias(k, ly.bk)
-			addBias(v, ly.bv)
-		}
+	for l := range nv.w.blocks {
+		ly := &nv.w.blocks[l]
+		xn := naiveNorm(x, ly.vec(models.AttnNorm), cfg.NormEps)
+		q, k, v := nv.matvec(ly.mat(models.AttnQ), xn), nv.matvec(ly.mat(models.AttnK), xn), nv.matvec(ly.mat(models.AttnV), xn)
+		addBias(q, ly.vec(models.AttnQBias))
+		addBias(k, ly.vec(models.AttnKBias))
+		addBias(v, ly.vec(models.AttnVBias))
 		rotate(q)
 		rotate(k)
 		nv.k[l] = append(nv.k[l], nv.round(k))
@@ -148,20 +147,20 @@ func (nv *naive) step(tok int) (logits, hidden []float32) {
 				att[h*hd+i] = float32(s)
 			}
 		}
-		o := nv.matvec(&ly.wo, att)
+		o := nv.matvec(ly.mat(models.AttnOut), att)
 		for i := range x {
 			x[i] += o[i]
 		}
-		xn = naiveNorm(x, ly.ffnNorm, cfg.NormEps)
-		gate, up := nv.matvec(&ly.gate, xn), nv.matvec(&ly.up, xn)
+		xn = naiveNorm(x, ly.vec(models.FFNNorm), cfg.NormEps)
+		gate, up := nv.matvec(ly.mat(models.FFNGate), xn), nv.matvec(ly.mat(models.FFNUp), xn)
 		for i, g := range gate {
 			gate[i] = float32(float64(g) / (1 + math.Exp(-float64(g))) * float64(up[i]))
 		}
-		d := nv.matvec(&ly.down, gate)
+		d := nv.matvec(ly.mat(models.FFNDown), gate)
 		for i := range x {
 			x[i] += d[i]
 		}
 	}
-	hidden = naiveNorm(x, nv.w.outNorm, cfg.NormEps)
-	return nv.matvec(&nv.w.output, hidden), hidden
+	hidden = naiveNorm(x, nv.w.global.vec(models.OutputNorm), cfg.NormEps)
+	return nv.matvec(nv.w.output, hidden), hidden
 }

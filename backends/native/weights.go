@@ -23,26 +23,28 @@ func (m *matrix) row(r int) []byte {
 	return m.data[r*rb : (r+1)*rb]
 }
 
-// layer holds the tensors of one transformer block.
-type layer struct {
-	attnNorm []float32 // (dim)
-	wq       matrix    // (heads*head_dim, dim)
-	wk, wv   matrix    // (kv_heads*head_dim, dim)
-	bq       []float32 // (heads*head_dim); qwen2 only, else nil
-	bk, bv   []float32 // (kv_heads*head_dim); qwen2 only, else nil
-	wo       matrix    // (dim, heads*head_dim)
-	ffnNorm  []float32 // (dim)
-	gate, up matrix    // (ffn, dim)
-	down     matrix    // (dim, ffn)
+// tensors are the tensors of one block, or the whole-model ones, by role:
+// what the architecture's description names and the file holds. A role the
+// file lacks (an optional one) has a nil matrix or vector.
+type tensors struct {
+	mats []*matrix   // (roles)
+	vecs [][]float32 // (roles)
 }
+
+// mat is the matrix of role r, nil when the file has none.
+func (t *tensors) mat(r models.Role) *matrix { return t.mats[r] }
+
+// vec is the vector of role r (a norm's weights, a bias), nil when the file
+// has none.
+func (t *tensors) vec(r models.Role) []float32 { return t.vecs[r] }
 
 // weights are all tensors of a model.
 type weights struct {
-	tokEmbd     matrix    // (vocab, dim); rows are dequantized one per token
-	layers      []layer   // (layers)
-	outNorm     []float32 // (dim)
-	output      matrix    // (vocab, dim); token_embd itself when tied
-	freqFactors []float32 // (rope_dim/2) or nil: Llama 3's rope_freqs
+	global tensors   // token_embd, output_norm, output, rope_freqs, ...
+	blocks []tensors // (layers)
+	// output projects to logits: the output matrix, or token_embd when the
+	// model ties them.
+	output *matrix
 }
 
 // loader reads tensors of f and keeps the first error.
@@ -58,37 +60,29 @@ func (ld *loader) fail(format string, args ...any) {
 }
 
 // matrix views the (rows, cols) matrix name in place.
-func (ld *loader) matrix(name string, rows, cols int) matrix {
-	ti, ok := ld.f.Tensor(name)
-	if !ok {
-		ld.fail("tensor %s is missing", name)
-		return matrix{}
-	}
+func (ld *loader) matrix(ti *gguf.TensorInfo, rows, cols int) *matrix {
+	name := ti.Name
 	if len(ti.Dims) != 2 || ti.Dims[0] != uint64(cols) || ti.Dims[1] != uint64(rows) {
 		ld.fail("tensor %s has dims %v, want [%d %d]", name, ti.Dims, cols, rows)
-		return matrix{}
+		return nil
 	}
 	if _, ok := kernels.TraitsOf(ti.Type); !ok {
 		ld.fail("tensor %s is %v, which this backend cannot compute with", name, ti.Type)
-		return matrix{}
+		return nil
 	}
 	rb := ti.Type.RowBytes(cols)
 	data := ld.f.TensorData(ti)
 	if rb < 0 || len(data) != rows*rb {
 		ld.fail("tensor %s: %d bytes do not hold %d rows of %d %v elements", name, len(data), rows, cols, ti.Type)
-		return matrix{}
+		return nil
 	}
-	return matrix{name: name, typ: ti.Type, rows: rows, cols: cols, data: data}
+	return &matrix{name: name, typ: ti.Type, rows: rows, cols: cols, data: data}
 }
 
 // vector reads the n-element vector name: a view of the mapping when it is
 // F32, else a dequantized copy (norms and biases are tiny).
-func (ld *loader) vector(name string, n int) []float32 {
-	ti, ok := ld.f.Tensor(name)
-	if !ok {
-		ld.fail("tensor %s is missing", name)
-		return nil
-	}
+func (ld *loader) vector(ti *gguf.TensorInfo, n int) []float32 {
+	name := ti.Name
 	if ti.Elements() != uint64(n) || len(ti.Dims) == 0 || ti.Dims[0] != uint64(n) {
 		ld.fail("tensor %s has dims %v, want [%d]", name, ti.Dims, n)
 		return nil
@@ -115,56 +109,68 @@ func (ld *loader) vector(name string, n int) []float32 {
 	return v
 }
 
-// loadWeights views every tensor cfg names in f, checking its shape.
+// load reads the tensor of spec in block layer into t, checking its shape
+// against the description.
+func (ld *loader) load(cfg *models.Config, spec models.TensorSpec, layer int, t *tensors) {
+	name := models.TensorName(spec.Role, layer)
+	ti, ok := ld.f.Tensor(name)
+	if !ok {
+		if !spec.Optional {
+			ld.fail("tensor %s is missing (%s needs it)", name, cfg.Arch)
+		}
+		return
+	}
+	switch shape := spec.Shape(cfg); len(shape) {
+	case 1:
+		t.vecs[spec.Role] = ld.vector(ti, shape[0])
+	case 2:
+		t.mats[spec.Role] = ld.matrix(ti, shape[0], shape[1])
+	default:
+		ld.fail("tensor %s: the %s description gives it shape %v", name, cfg.Arch, shape)
+	}
+}
+
+// loadWeights views every tensor cfg's architecture names in f, checking its
+// shape.
 func loadWeights(f *gguf.File, cfg *models.Config) (*weights, error) {
 	ld := &loader{f: f}
-	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	w := &weights{
-		tokEmbd: ld.matrix(models.TokenEmbd, cfg.VocabSize, cfg.Dim),
-		outNorm: ld.vector(models.OutputNorm, cfg.Dim),
-		output:  ld.matrix(cfg.OutputTensor(), cfg.VocabSize, cfg.Dim),
-		layers:  make([]layer, cfg.Layers),
+	roles := models.Roles()
+	newTensors := func() tensors { return tensors{mats: make([]*matrix, roles), vecs: make([][]float32, roles)} }
+	w := &weights{global: newTensors(), blocks: make([]tensors, cfg.Layers)}
+	for l := range w.blocks {
+		w.blocks[l] = newTensors()
 	}
-	if _, ok := f.Tensor(ropeFreqs); ok {
-		w.freqFactors = ld.vector(ropeFreqs, cfg.RopeDim/2)
-	}
-	for l := range w.layers {
-		name := func(kind string) string { return models.BlockTensor(l, kind, "weight") }
-		bias := func(kind string) string { return models.BlockTensor(l, kind, "bias") }
-		ly := &w.layers[l]
-		ly.attnNorm = ld.vector(name(models.AttnNorm), cfg.Dim)
-		ly.wq = ld.matrix(name(models.AttnQ), qDim, cfg.Dim)
-		ly.wk = ld.matrix(name(models.AttnK), kvDim, cfg.Dim)
-		ly.wv = ld.matrix(name(models.AttnV), kvDim, cfg.Dim)
-		if cfg.AttnBias {
-			ly.bq = ld.vector(bias(models.AttnQ), qDim)
-			ly.bk = ld.vector(bias(models.AttnK), kvDim)
-			ly.bv = ld.vector(bias(models.AttnV), kvDim)
+	for _, spec := range cfg.Architecture().Tensors {
+		if !spec.Role.Spec().Block {
+			ld.load(cfg, spec, 0, &w.global)
+			continue
 		}
-		ly.wo = ld.matrix(name(models.AttnOut), cfg.Dim, qDim)
-		ly.ffnNorm = ld.vector(name(models.FFNNorm), cfg.Dim)
-		ly.gate = ld.matrix(name(models.FFNGate), cfg.FFN, cfg.Dim)
-		ly.up = ld.matrix(name(models.FFNUp), cfg.FFN, cfg.Dim)
-		ly.down = ld.matrix(name(models.FFNDown), cfg.Dim, cfg.FFN)
-		if ld.err != nil {
-			break
+		for l := range w.blocks {
+			ld.load(cfg, spec, l, &w.blocks[l])
 		}
 	}
 	if ld.err != nil {
 		return nil, ld.err
 	}
+	w.output = w.global.mat(cfg.OutputRole())
+	if w.global.mat(models.TokenEmbd) == nil || w.output == nil {
+		return nil, fmt.Errorf("native: %s describes no token embeddings or output projection", cfg.Arch)
+	}
 	return w, nil
 }
 
-// ropeFreqs is Llama 3's tensor of RoPE frequency divisors.
-const ropeFreqs = "rope_freqs.weight"
-
-// matrices lists every matrix a forward pass multiplies by, for sizing scratch.
+// matrices lists every matrix a forward pass multiplies by, for sizing
+// scratch and finding adapters' targets: the output projection and every
+// block's matrices (not token_embd, whose rows are only looked up, unless it
+// is the output).
 func (w *weights) matrices() []*matrix {
-	ms := []*matrix{&w.output}
-	for l := range w.layers {
-		ly := &w.layers[l]
-		ms = append(ms, &ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down)
+	ms := []*matrix{w.output}
+	for _, ts := range append([]tensors{w.global}, w.blocks...) {
+		for r, m := range ts.mats {
+			if m != nil && m != w.output && models.Role(r) != models.TokenEmbd {
+				ms = append(ms, m)
+			}
+		}
 	}
 	return ms
 }

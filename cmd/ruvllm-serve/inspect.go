@@ -22,12 +22,26 @@ type inspectTensor struct {
 	Bytes uint64   `json:"bytes"`
 }
 
+// inspectLayout is one role of the architecture's description and how the
+// file's tensors fit it.
+type inspectLayout struct {
+	Tensor   string   `json:"tensor"` // the role's name, "attn_q.weight"
+	Block    bool     `json:"per_block"`
+	Shape    []int    `json:"shape"` // row-major, as the description wants it
+	Optional bool     `json:"optional"`
+	Present  int      `json:"present"`
+	Missing  int      `json:"missing"`
+	Wrong    []string `json:"wrong_shape,omitempty"`
+}
+
 type inspectReport struct {
 	Path         string          `json:"path"`
 	Version      uint32          `json:"gguf_version"`
 	Architecture string          `json:"architecture"`
 	Config       *models.Config  `json:"hyperparameters,omitempty"`
 	ConfigError  string          `json:"hyperparameters_error,omitempty"`
+	Layout       []inspectLayout `json:"layout,omitempty"`
+	Unused       []string        `json:"unused_tensors,omitempty"`
 	Tokenizer    map[string]any  `json:"tokenizer"`
 	ChatTemplate string          `json:"chat_template,omitempty"`
 	Metadata     map[string]any  `json:"metadata"`
@@ -58,6 +72,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	r.Architecture, _ = f.GetString("general.architecture")
 	if c, err := models.ReadConfig(f); err == nil {
 		r.Config = c
+		r.Layout, r.Unused = layoutOf(f, c)
 	} else {
 		r.ConfigError = err.Error()
 	}
@@ -99,8 +114,18 @@ func printInspect(w io.Writer, f *gguf.File, r *inspectReport) {
 		fmt.Fprintf(w, "hyperparameters:\n")
 		fmt.Fprintf(w, "  context %d, dim %d, layers %d, ffn %d, heads %d, kv heads %d, head dim %d, vocab %d\n",
 			c.ContextLength, c.Dim, c.Layers, c.FFN, c.Heads, c.KVHeads, c.HeadDim, c.VocabSize)
-		fmt.Fprintf(w, "  rms eps %g, rope %s base %g dims %d scale %g, attention bias %v, tied output %v\n",
-			c.NormEps, c.Rope, c.RopeBase, c.RopeDim, c.RopeScale, c.AttnBias, c.TiedOutput)
+		fmt.Fprintf(w, "  rms eps %g, rope %s base %g dims %d scale %g, tied output %v\n",
+			c.NormEps, c.Rope, c.RopeBase, c.RopeDim, c.RopeScale, c.TiedOutput)
+		fmt.Fprintf(w, "layout (what the %s description names; per-block tensors counted over %d blocks):\n", c.Arch, c.Layers)
+		for _, e := range r.Layout {
+			fmt.Fprintf(w, "  %-24s %-14s %s\n", e.Tensor, fmt.Sprint(e.Shape), e.status())
+			for _, s := range e.Wrong {
+				fmt.Fprintf(w, "    %s\n", s)
+			}
+		}
+		if len(r.Unused) > 0 {
+			fmt.Fprintf(w, "  not in the description (unused): %s\n", strings.Join(r.Unused, ", "))
+		}
 	} else {
 		fmt.Fprintf(w, "hyperparameters: %s\n", r.ConfigError)
 	}
@@ -144,4 +169,38 @@ func humanBytes(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// layoutOf checks f's tensors against the description of c's architecture.
+func layoutOf(f *gguf.File, c *models.Config) ([]inspectLayout, []string) {
+	names := make([]string, len(f.Tensors))
+	for i, t := range f.Tensors {
+		names[i] = t.Name
+	}
+	lay := c.Architecture().Layout(c, names, func(n string) ([]uint64, bool) {
+		if ti, ok := f.Tensor(n); ok {
+			return ti.Dims, true
+		}
+		return nil, false
+	})
+	out := make([]inspectLayout, len(lay.Entries))
+	for i, e := range lay.Entries {
+		out[i] = inspectLayout{Tensor: e.Role.String(), Block: e.Role.Spec().Block, Shape: e.Shape, Optional: e.Optional,
+			Present: e.Present, Missing: e.Missing, Wrong: e.Wrong}
+	}
+	return out, lay.Unused
+}
+
+// status says in a few words how the file holds the role's tensors.
+func (e inspectLayout) status() string {
+	total := e.Present + e.Missing + len(e.Wrong)
+	switch {
+	case len(e.Wrong) > 0:
+		return fmt.Sprintf("WRONG SHAPE (%d of %d)", len(e.Wrong), total)
+	case e.Missing == 0:
+		return fmt.Sprintf("ok (%d)", e.Present)
+	case e.Optional && e.Present == 0:
+		return "absent (optional)"
+	}
+	return fmt.Sprintf("MISSING %d of %d", e.Missing, total)
 }

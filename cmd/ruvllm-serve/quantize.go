@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/ruvllm/ruvllm/models"
@@ -50,8 +51,9 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 }
 
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "--shape NAME --type TYPE --out F.gguf [--seed S] [--threads T]")
+	fs := newFlags("synth", "--shape NAME [--arch A] --type TYPE --out F.gguf [--seed S] [--threads T]")
 	shape := fs.String("shape", "", "llama-134m, tinyllama-1.1b or tiny")
+	arch := fs.String("arch", "", "the architecture to write the shape in ("+strings.Join(models.Architectures(), ", ")+"; default: the shape's own, llama)")
 	typ := fs.String("type", "F16", "file type: "+fmt.Sprint(models.FileTypes()))
 	out := fs.String("out", "", "file to write")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
@@ -65,6 +67,12 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	s, err := models.ShapeByName(*shape)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *arch != "" {
+		if !models.Supported(*arch) {
+			return fmt.Errorf("%w: --arch %q is not one of %s", errUsage, *arch, strings.Join(models.Architectures(), ", "))
+		}
+		s.Arch = *arch
 	}
 	ft, err := models.ParseFileType(*typ)
 	if err != nil {

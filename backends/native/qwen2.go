@@ -1,0 +1,6 @@
+package native
+
+// Qwen2's block is llama's: its q/k/v biases are tensors the attention
+// applies when a block has them, and its NeoX RoPE is the rope the
+// architecture's description sets up (Backend.rope).
+func init() { registerBlock("qwen2", llamaBlock) }
