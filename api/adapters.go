@@ -141,16 +141,15 @@ func adapterError(err error, p adapterParams) *apiError {
 	return internalError("adapter: %v", err)
 }
 
-// registry is the served model's adapter registry, or nil after answering
-// 404 when adapters are off.
-func (s *Server) registry(w http.ResponseWriter) (*Model, *lora.Registry) {
+// registry is the served model's adapter registry; with adapters off it
+// is a 404.
+func (s *Server) registry() (*Model, *lora.Registry, *apiError) {
 	m := s.model.Load()
 	if m.Adapters == nil {
-		writeError(w, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeAdaptersOff,
-			Message: "LoRA adapters are disabled on this server: it was started without an adapter directory (ruvllm-serve --adapter-dir DIR)"})
-		return nil, nil
+		return nil, nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeAdaptersOff,
+			Message: "LoRA adapters are disabled on this server: it was started without an adapter directory (ruvllm-serve --adapter-dir DIR)"}
 	}
-	return m, m.Adapters
+	return m, m.Adapters, nil
 }
 
 // uploadAdapter serves POST /v1/adapters: a multipart form with the field
@@ -158,10 +157,10 @@ func (s *Server) registry(w http.ResponseWriter) (*Model, *lora.Registry) {
 // LoRA file, or adapter_config.json and adapter_model.safetensors). The
 // registry streams the files into a temporary directory and moves the
 // checked adapter into place, so that a failed upload leaves nothing.
-func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) {
-	m, reg := s.registry(w)
-	if reg == nil {
-		return
+func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) error {
+	m, reg, aerr := s.registry()
+	if aerr != nil {
+		return aerr
 	}
 	maxBytes := m.MaxAdapterBytes
 	if maxBytes <= 0 {
@@ -170,31 +169,28 @@ func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > maxBytes+multipartSlack {
 		// Refused before reading: a client that sent "Expect: 100-continue"
 		// (curl does for large bodies) never sends the body at all.
-		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
-			Message: fmt.Sprintf("the upload is %d bytes; an adapter may be at most %d bytes", r.ContentLength, maxBytes)})
-		return
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
+			Message: fmt.Sprintf("the upload is %d bytes; an adapter may be at most %d bytes", r.ContentLength, maxBytes)}
 	}
 	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
-		writeError(w, invalid("", codeMultipart,
-			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)"))
-		return
+		return invalid("", codeMultipart,
+			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)")
 	}
 	body := &watchedBody{r: http.MaxBytesReader(w, r.Body, maxBytes+multipartSlack)}
 	info, uerr := reg.UploadMultipart(multipart.NewReader(body, params["boundary"]))
 	if body.tooLarge {
-		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
-			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)})
-		return
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
+			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)}
 	}
 	if uerr != nil {
-		writeError(w, adapterError(uerr, adapterParams{name: "name", file: "file"}))
-		return
+		return adapterError(uerr, adapterParams{name: "name", file: "file"})
 	}
 	s.opt.Logger.Info().Str("adapter", info.Name).Str("format", string(info.Format)).Int("rank", info.Rank).
 		Int64("bytes", info.FileBytes).Msg("adapter uploaded")
 	w.Header().Set("Location", "/v1/adapters/"+url.PathEscape(info.Name))
 	writeJSON(w, http.StatusCreated, adapterObjectOf(info))
+	return nil
 }
 
 // watchedBody notes when the body hit its size limit, which the registry's
@@ -214,10 +210,10 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 }
 
 // listAdapters serves GET /v1/adapters.
-func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) {
-	_, reg := s.registry(w)
-	if reg == nil {
-		return
+func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
+	_, reg, aerr := s.registry()
+	if aerr != nil {
+		return aerr
 	}
 	infos := reg.List()
 	l := adapterList{Object: "list", Data: make([]adapterObject, len(infos))}
@@ -225,38 +221,39 @@ func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) {
 		l.Data[i] = adapterObjectOf(in)
 	}
 	writeJSON(w, http.StatusOK, l)
+	return nil
 }
 
 // getAdapter serves GET /v1/adapters/{name}.
-func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) {
-	_, reg := s.registry(w)
-	if reg == nil {
-		return
+func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) error {
+	_, reg, aerr := s.registry()
+	if aerr != nil {
+		return aerr
 	}
 	in, err := reg.Get(chi.URLParam(r, "name"))
 	if err != nil {
-		writeError(w, adapterError(err, adapterParams{}))
-		return
+		return adapterError(err, adapterParams{})
 	}
 	writeJSON(w, http.StatusOK, adapterObjectOf(in))
+	return nil
 }
 
 // deleteAdapter serves DELETE /v1/adapters/{name}: it unregisters the
 // adapter and removes its files from the adapter directory. While a request
 // runs with the adapter the registry refuses (409) rather than waits, so
 // the client knows at once whether the adapter is gone.
-func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) {
-	_, reg := s.registry(w)
-	if reg == nil {
-		return
+func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
+	_, reg, aerr := s.registry()
+	if aerr != nil {
+		return aerr
 	}
 	name := chi.URLParam(r, "name")
 	if err := reg.Delete(name); err != nil {
-		writeError(w, adapterError(err, adapterParams{}))
-		return
+		return adapterError(err, adapterParams{})
 	}
 	s.opt.Logger.Info().Str("adapter", name).Msg("adapter deleted")
 	writeJSON(w, http.StatusOK, adapterDeleted{ID: name, Object: "lora_adapter", Deleted: true})
+	return nil
 }
 
 // loadLoRAAdapter serves vLLM's POST /v1/load_lora_adapter
@@ -265,60 +262,50 @@ func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) {
 // taken from it). As vLLM, it answers 200 with a plain-text message, 400
 // when the name is taken (unless load_inplace replaces it) and 404 when
 // the path does not exist.
-func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) {
-	_, reg := s.registry(w)
-	if reg == nil {
-		return
+func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
+	_, reg, aerr := s.registry()
+	if aerr != nil {
+		return aerr
 	}
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	name, _, err := f.str("lora_name")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	path, _, err := f.str("lora_path")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	inplace, _, err := f.boolean("load_inplace")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if is3D, _, err := f.boolean("is_3d_lora_weight"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if is3D {
-		writeError(w, unsupported("is_3d_lora_weight", "3D (mixture-of-experts) LoRA weights are not supported"))
-		return
+		return unsupported("is_3d_lora_weight", "3D (mixture-of-experts) LoRA weights are not supported")
 	}
 	if err := f.unknown(); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if name == "" || path == "" {
 		param := "lora_name"
 		if name != "" {
 			param = "lora_path"
 		}
-		writeError(w, invalid(param, codeMissing, "both lora_name and lora_path must be provided"))
-		return
+		return invalid(param, codeMissing, "both lora_name and lora_path must be provided")
 	}
 	if inplace {
 		if err := reg.Unload(name); err != nil && !errors.Is(err, lora.ErrNotFound) {
-			writeError(w, adapterError(err, adapterParams{name: "lora_name", file: "lora_path"}))
-			return
+			return adapterError(err, adapterParams{name: "lora_name", file: "lora_path"})
 		}
 	}
 	info, lerr := reg.LoadPath(name, path)
 	if errors.Is(lerr, lora.ErrExists) {
-		writeError(w, invalid("lora_name", codeAdapterExists, "the adapter %s has already been loaded; set load_inplace to true to replace it", quote(name)))
-		return
+		return invalid("lora_name", codeAdapterExists, "the adapter %s has already been loaded; set load_inplace to true to replace it", quote(name))
 	}
 	if errors.Is(lerr, lora.ErrNotFound) {
 		// LoadPath's only "not found" is the path. Outside the directory
@@ -327,15 +314,14 @@ func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) {
 		if outside(reg.Dir(), path) {
 			lerr = fmt.Errorf("%w: %q", lora.ErrBadPath, path)
 		}
-		writeError(w, adapterError(lerr, adapterParams{name: "lora_path", file: "lora_path"}))
-		return
+		return adapterError(lerr, adapterParams{name: "lora_path", file: "lora_path"})
 	}
 	if lerr != nil {
-		writeError(w, adapterError(lerr, adapterParams{name: "lora_name", file: "lora_path"}))
-		return
+		return adapterError(lerr, adapterParams{name: "lora_name", file: "lora_path"})
 	}
 	s.opt.Logger.Info().Str("adapter", info.Name).Str("path", path).Int("rank", info.Rank).Msg("adapter loaded")
 	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' added successfully.")
+	return nil
 }
 
 // outside reports whether path, taken from dir when relative, is outside
@@ -352,40 +338,35 @@ func outside(dir, path string) bool {
 // {"lora_name"}: the adapter leaves the registry and memory; its files stay.
 // As vLLM, it answers 200 with a plain-text message and 404 for an unknown
 // name; unlike vLLM it refuses (409) while a request uses the adapter.
-func (s *Server) unloadLoRAAdapter(w http.ResponseWriter, r *http.Request) {
-	_, reg := s.registry(w)
-	if reg == nil {
-		return
+func (s *Server) unloadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
+	_, reg, aerr := s.registry()
+	if aerr != nil {
+		return aerr
 	}
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	name, _, err := f.str("lora_name")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	// vLLM's numeric id of an adapter; names are what identify one here.
 	if _, _, err := f.integer("lora_int_id"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := f.unknown(); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if name == "" {
-		writeError(w, invalid("lora_name", codeMissing, "lora_name must be provided to unload an adapter"))
-		return
+		return invalid("lora_name", codeMissing, "lora_name must be provided to unload an adapter")
 	}
 	if err := reg.Unload(name); err != nil {
-		writeError(w, adapterError(err, adapterParams{name: "lora_name"}))
-		return
+		return adapterError(err, adapterParams{name: "lora_name"})
 	}
 	s.opt.Logger.Info().Str("adapter", name).Msg("adapter unloaded")
 	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' removed successfully.")
+	return nil
 }
 
 // writeText sends a plain-text response, as vLLM's adapter routes do.

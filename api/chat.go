@@ -22,66 +22,54 @@ const maxMessages = 4096
 var chatIgnorable = []string{"user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key", "safety_identifier"}
 
 // chatCompletions serves POST /v1/chat/completions.
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	model := s.model.Load()
 	g, err := s.parseGen(f, len(model.Tokenizer.Vocab().Tokens), "max_completion_tokens", "max_tokens")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if g.logprobs, _, err = f.boolean("logprobs"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if v, ok, err := f.integer("top_logprobs"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if ok {
 		if v < 0 || v > 20 {
-			writeError(w, invalid("top_logprobs", codeInvalidValue, "top_logprobs must be between 0 and 20, got %d", v))
-			return
+			return invalid("top_logprobs", codeInvalidValue, "top_logprobs must be between 0 and 20, got %d", v)
 		}
 		if !g.logprobs {
-			writeError(w, invalid("top_logprobs", codeInvalidValue, "top_logprobs requires logprobs to be true"))
-			return
+			return invalid("top_logprobs", codeInvalidValue, "top_logprobs requires logprobs to be true")
 		}
 		g.topLogprobs = int(v)
 	}
 	messages, err := parseMessages(f)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := refuseChatFeatures(f); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := f.unknown(chatIgnorable...); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	m, err := s.acquireModel(g)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	defer g.release()
 	text, rerr := m.Chat.RenderChat(messages, nil, true)
 	if rerr != nil {
 		if errors.Is(rerr, chat.ErrTemplate) {
-			writeError(w, invalid("messages", codeTemplate, "the chat template refused the messages: %v", rerr))
-		} else {
-			writeError(w, internalError("rendering the chat template: %v", rerr))
+			return invalid("messages", codeTemplate, "the chat template refused the messages: %v", rerr)
 		}
-		return
+		return internalError("rendering the chat template: %v", rerr)
 	}
 	ids := encodePrompt(m.Tokenizer, text)
-	s.generate(w, r, m, "/v1/chat/completions", []prompt{{ids: ids, text: text}}, g, chatFormat{})
+	return s.generate(w, r, m, "/v1/chat/completions", []prompt{{ids: ids, text: text}}, g, chatFormat{})
 }
 
 // refuseChatFeatures answers 400 for the parameters that would change the

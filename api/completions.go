@@ -13,69 +13,56 @@ import (
 const maxPrompts = 256
 
 // completions serves POST /v1/completions, OpenAI's legacy text completion.
-func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	model := s.model.Load()
 	vocab := len(model.Tokenizer.Vocab().Tokens)
 	g, err := s.parseGen(f, vocab, "max_tokens")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	cf := completionFormat{logprobs: -1}
 	if cf.echo, _, err = f.boolean("echo"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if v, ok, err := f.integer("logprobs"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if ok {
 		if v < 0 || v > maxLegacyTopLPs {
-			writeError(w, invalid("logprobs", codeInvalidValue, "logprobs must be between 0 and %d, got %d", maxLegacyTopLPs, v))
-			return
+			return invalid("logprobs", codeInvalidValue, "logprobs must be between 0 and %d, got %d", maxLegacyTopLPs, v)
 		}
 		if cf.echo {
-			writeError(w, unsupported("logprobs", "logprobs together with echo needs the prompt's log-probabilities, which this server does not compute"))
-			return
+			return unsupported("logprobs", "logprobs together with echo needs the prompt's log-probabilities, which this server does not compute")
 		}
 		cf.logprobs = int(v)
 		g.logprobs, g.topLogprobs = true, int(v)
 	}
 	if v, ok, err := f.integer("best_of"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if ok && v != int64(g.n) {
-		writeError(w, unsupported("best_of", "best_of other than n is not supported"))
-		return
+		return unsupported("best_of", "best_of other than n is not supported")
 	}
 	if v, ok, err := f.str("suffix"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	} else if ok && v != "" {
-		writeError(w, unsupported("suffix", "suffix (insertion) is not supported"))
-		return
+		return unsupported("suffix", "suffix (insertion) is not supported")
 	}
 	m, err := s.acquireModel(g)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	defer g.release()
 	prompts, err := parsePrompts(f, m.Tokenizer, vocab)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := f.unknown("user"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
-	s.generate(w, r, m, "/v1/completions", prompts, g, &cf)
+	return s.generate(w, r, m, "/v1/completions", prompts, g, &cf)
 }
 
 // parsePrompts reads prompt: a string, a list of strings, a list of token

@@ -38,66 +38,54 @@ type embeddingList struct {
 
 // embeddings serves POST /v1/embeddings: the mean-pooled, normalised final
 // hidden states of the loaded model.
-func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	name, _, err := f.str("model")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	format, ok, err := f.str("encoding_format")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if ok && format != "float" && format != "base64" {
-		writeError(w, invalid("encoding_format", codeInvalidValue, "encoding_format must be \"float\" or \"base64\", got %s", quote(format)))
-		return
+		return invalid("encoding_format", codeInvalidValue, "encoding_format must be \"float\" or \"base64\", got %s", quote(format))
 	}
 	dims, hasDims, err := f.integer("dimensions")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if hasDims && dims < 1 {
-		writeError(w, invalid("dimensions", codeInvalidValue, "dimensions must be at least 1, got %d", dims))
-		return
+		return invalid("dimensions", codeInvalidValue, "dimensions must be at least 1, got %d", dims)
 	}
 	m, err := s.lookupModel(name)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	inputs, err := parseEmbeddingInput(f, m.Tokenizer)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := f.unknown("user"); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	maxLen := m.Engine.MaxLen()
 	resp := embeddingList{Object: "list", Model: m.ID, Data: make([]embedding, len(inputs))}
 	for i, ids := range inputs {
 		if len(ids) > maxLen {
-			writeError(w, invalid("input", codeContextLength, "input %d has %d tokens; this model's maximum context length is %d tokens", i, len(ids), maxLen))
-			return
+			return invalid("input", codeContextLength, "input %d has %d tokens; this model's maximum context length is %d tokens", i, len(ids), maxLen)
 		}
 	}
 	for i, ids := range inputs {
 		vec, e := m.Engine.Embed(r.Context(), ids)
 		if e != nil {
-			writeError(w, embedError(e))
-			return
+			return embedError(e)
 		}
 		if hasDims && int64(len(vec)) != dims {
-			writeError(w, unsupported("dimensions", "this model's embeddings have %d dimensions; shortening them is not supported", len(vec)))
-			return
+			return unsupported("dimensions", "this model's embeddings have %d dimensions; shortening them is not supported", len(vec))
 		}
 		resp.Data[i] = embedding{Object: "embedding", Index: i, Embedding: vec}
 		if format == "base64" {
@@ -108,6 +96,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens
 	info(r.Context()).promptTokens = resp.Usage.PromptTokens
 	writeJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 func embedError(err error) *apiError {

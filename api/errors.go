@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -86,6 +87,33 @@ func unsupported(param, format string, a ...any) *apiError {
 
 func internalError(format string, a ...any) *apiError {
 	return &apiError{Status: http.StatusInternalServerError, Type: typeServer, Code: codeInternal, Message: fmt.Sprintf(format, a...)}
+}
+
+// handlerFunc is an API handler that returns its refusal instead of
+// writing it, so that every error leaves the server one way (handle).
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle adapts h to net/http: the error h returns, if any, becomes the
+// response. An *apiError is sent as it is; any other error is a failure of
+// the server, logged and sent as a 500. A handler returns nil once it has
+// begun its response (a stream reports its errors as events).
+func (s *Server) handle(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		var e *apiError
+		switch {
+		case err == nil:
+			return
+		case errors.As(err, &e):
+			if e == nil {
+				return // a helper's nil *apiError, returned as an error
+			}
+		default:
+			s.opt.Logger.Error().Str("request_id", info(r.Context()).id).Err(err).Msg("request failed")
+			e = internalError("%v", err)
+		}
+		writeError(w, e)
+	}
 }
 
 // writeError sends e as the response.

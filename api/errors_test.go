@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -352,5 +354,41 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// TestHandle checks the one place handler errors become responses.
+func TestHandle(t *testing.T) {
+	s := New(Options{})
+	var nilAPIError *apiError
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+	}{
+		{"no error", nil, 200, ""},
+		{"a nil *apiError", nilAPIError, 200, ""},
+		{"an apiError", invalid("x", codeInvalidValue, "bad x"), 400, codeInvalidValue},
+		{"a wrapped apiError", fmt.Errorf("wrapped: %w", loadingError()), 503, codeLoading},
+		{"another error", errors.New("disk on fire"), 500, codeInternal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			s.handle(func(http.ResponseWriter, *http.Request) error { return tc.err })(rec, httptest.NewRequest("GET", "/", nil))
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d", rec.Code, tc.status)
+			}
+			if tc.code == "" {
+				if rec.Body.Len() != 0 {
+					t.Errorf("body %s", rec.Body)
+				}
+				return
+			}
+			if e := decode[wireError](t, rec.Body.Bytes()); deref(e.Error.Code) != tc.code || e.Error.Message == "" {
+				t.Errorf("body %s", rec.Body)
+			}
+		})
 	}
 }

@@ -45,7 +45,7 @@ func adapterModelOf(m *Model, in lora.Info) modelObject {
 }
 
 // listModels serves GET /v1/models: the base model, then its adapters.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	m := s.model.Load()
 	l := modelList{Object: "list", Data: []modelObject{modelObjectOf(m)}}
 	if m.Adapters != nil {
@@ -54,30 +54,29 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, l)
+	return nil
 }
 
 // getModel serves GET /v1/models/{id}, for the base model or an adapter
 // ("ADAPTER" or "BASE:ADAPTER"); an id may hold slashes ("org/name"), so
 // the route takes the rest of the path.
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "*")
 	if id == "" || strings.Contains(id, "\x00") {
-		s.notFound(w, r)
-		return
+		return pathNotFound(r)
 	}
 	m, adapter, err := s.resolveModel(id)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if adapter == "" {
 		writeJSON(w, http.StatusOK, modelObjectOf(m))
-		return
+		return nil
 	}
 	in, gerr := m.Adapters.Get(adapter)
 	if gerr != nil {
-		writeError(w, adapterError(gerr, adapterParams{name: "model"}))
-		return
+		return adapterError(gerr, adapterParams{name: "model"})
 	}
 	writeJSON(w, http.StatusOK, adapterModelOf(m, in))
+	return nil
 }

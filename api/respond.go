@@ -42,27 +42,25 @@ func (discard) finish(*choice, string) error             { return nil }
 
 // generate runs prompts through the engine and answers in f's shape,
 // streamed or whole.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, route string, prompts []prompt, g *genRequest, f format) {
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, route string, prompts []prompt, g *genRequest, f format) error {
 	ctx := r.Context()
 	gen, err := s.startGeneration(ctx, m, route, prompts, g)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	defer s.account(ctx, gen)
 	h := s.head(f.idPrefix(), g.modelID)
 	if !g.stream {
 		if err := gen.run(ctx, discard{}); err != nil {
-			writeError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, f.response(h, gen, m.Tokenizer, gen.usage()))
-		return
+		return nil
 	}
 	sse := newSSE(w)
 	ss := f.stream(sse, h, m.Tokenizer, g.includeUsage)
 	if err := ss.begin(gen); err != nil {
-		return
+		return nil // the client is gone: no one to tell
 	}
 	if err := gen.run(ctx, ss); err != nil {
 		if err != errClientGone {
@@ -70,7 +68,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 			// which the SDKs raise as an APIError.
 			sse.send(err.body())
 		}
-		return
+		return nil
 	}
 	var up *usage
 	if g.includeUsage {
@@ -78,6 +76,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 		up = &u
 	}
 	ss.end(up)
+	return nil
 }
 
 // account ends a generation (cancelling what still runs) and records its

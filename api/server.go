@@ -132,7 +132,7 @@ func (s *Server) routes() http.Handler {
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
-	r.With(s.limitBody).Get("/health", s.health)
+	r.With(s.limitBody).Get("/health", s.handle(s.health))
 	r.Group(func(r chi.Router) {
 		r.Use(s.auth)
 		r.Group(func(r chi.Router) {
@@ -140,23 +140,23 @@ func (s *Server) routes() http.Handler {
 			r.Get("/metrics", s.metrics.serve)
 			r.Group(func(r chi.Router) {
 				r.Use(s.requireModel)
-				r.Post("/v1/chat/completions", s.chatCompletions)
-				r.Post("/v1/completions", s.completions)
-				r.Post("/v1/embeddings", s.embeddings)
-				r.Get("/v1/models", s.listModels)
-				r.Get("/v1/models/*", s.getModel)
-				r.Post("/tokenize", s.tokenize)
-				r.Post("/detokenize", s.detokenize)
-				r.Get("/v1/adapters", s.listAdapters)
-				r.Get("/v1/adapters/{name}", s.getAdapter)
-				r.Delete("/v1/adapters/{name}", s.deleteAdapter)
-				r.Post("/v1/load_lora_adapter", s.loadLoRAAdapter)
-				r.Post("/v1/unload_lora_adapter", s.unloadLoRAAdapter)
+				r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
+				r.Post("/v1/completions", s.handle(s.completions))
+				r.Post("/v1/embeddings", s.handle(s.embeddings))
+				r.Get("/v1/models", s.handle(s.listModels))
+				r.Get("/v1/models/*", s.handle(s.getModel))
+				r.Post("/tokenize", s.handle(s.tokenize))
+				r.Post("/detokenize", s.handle(s.detokenize))
+				r.Get("/v1/adapters", s.handle(s.listAdapters))
+				r.Get("/v1/adapters/{name}", s.handle(s.getAdapter))
+				r.Delete("/v1/adapters/{name}", s.handle(s.deleteAdapter))
+				r.Post("/v1/load_lora_adapter", s.handle(s.loadLoRAAdapter))
+				r.Post("/v1/unload_lora_adapter", s.handle(s.unloadLoRAAdapter))
 			})
 		})
 		// An upload has its own limit, the adapter size (MaxAdapterBytes),
 		// far above MaxBodyBytes.
-		r.With(s.requireModel).Post("/v1/adapters", s.uploadAdapter)
+		r.With(s.requireModel).Post("/v1/adapters", s.handle(s.uploadAdapter))
 	})
 	return r
 }
@@ -178,18 +178,20 @@ func loadingError() *apiError {
 
 // health is llama-server's /health: 200 {"status":"ok"} when ready, 503
 // while the model loads.
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	if s.model.Load() == nil {
-		writeError(w, loadingError())
-		return
+		return loadingError()
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
 // notFound is a JSON 404 for an unknown path.
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeNotFound,
-		Message: "invalid URL (" + r.Method + " " + r.URL.Path + ")"})
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) { writeError(w, pathNotFound(r)) }
+
+func pathNotFound(r *http.Request) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeNotFound,
+		Message: "invalid URL (" + r.Method + " " + r.URL.Path + ")"}
 }
 
 // methodNotAllowed is a JSON 405 that lists the allowed methods in Allow,

@@ -20,43 +20,37 @@ type pieceToken struct {
 // tokenize serves llama-server's POST /tokenize: {"content", "add_special"
 // (false), "parse_special" (true), "with_pieces" (false)} → {"tokens"}.
 // content may also be a list mixing strings and token ids.
-func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	m := s.model.Load()
 	addSpecial, _, err := f.boolean("add_special")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	parseSpecial, ok, err := f.boolean("parse_special")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if !ok {
 		parseSpecial = true
 	}
 	withPieces, _, err := f.boolean("with_pieces")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	ids, err := tokenizeContent(f, m.Tokenizer, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial})
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := f.unknown(); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if !withPieces {
 		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
-		return
+		return nil
 	}
 	out := make([]pieceToken, len(ids))
 	for i, id := range ids {
@@ -67,6 +61,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	return nil
 }
 
 // tokenizeContent encodes content: a string, or a list of strings and ids
@@ -110,25 +105,21 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 
 // detokenize serves llama-server's POST /detokenize: {"tokens"} →
 // {"content"}, each token's piece with special tokens written out.
-func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	m := s.model.Load()
 	items, ok, err := f.array("tokens")
 	if err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if err := f.unknown(); err != nil {
-		writeError(w, err)
-		return
+		return err
 	}
 	if len(items) > maxDetokenize {
-		writeError(w, invalid("tokens", codeInvalidValue, "tokens holds %d ids; at most %d are allowed", len(items), maxDetokenize))
-		return
+		return invalid("tokens", codeInvalidValue, "tokens holds %d ids; at most %d are allowed", len(items), maxDetokenize)
 	}
 	vocab := len(m.Tokenizer.Vocab().Tokens)
 	var b []byte
@@ -137,11 +128,11 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 			id, ok := parseInteger(it)
 			if !ok || id < 0 || id >= int64(vocab) {
 				p := "tokens[" + strconv.Itoa(i) + "]"
-				writeError(w, invalid(p, codeInvalidValue, "%s must be a token id in [0, %d)", p, vocab))
-				return
+				return invalid(p, codeInvalidValue, "%s must be a token id in [0, %d)", p, vocab)
 			}
 			b = append(b, m.Tokenizer.Piece(tokenizer.ID(id))...)
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+	return nil
 }
