@@ -289,13 +289,6 @@ func encodePrompt(t *tokenizer.Tokenizer, text string) []tokenizer.ID {
 // chatFormat shapes chat completions.
 type chatFormat struct{}
 
-func (chatFormat) object(stream bool) string {
-	if stream {
-		return "chat.completion.chunk"
-	}
-	return "chat.completion"
-}
-
 func (chatFormat) idPrefix() string { return "chatcmpl-" }
 
 // chatLogprobsOf renders released entries as chat logprobs.
@@ -326,52 +319,38 @@ func (chatFormat) response(h responseHead, gen *generation, t *tokenizer.Tokeniz
 	return resp
 }
 
-// chatStream writes a chat completion as SSE chunks.
-type chatStream struct {
-	sse  *sseWriter
-	head responseHead
-	tok  *tokenizer.Tokenizer
-	// usageNull is sent as "usage" on each chunk when the client asked for
-	// usage at the end, as OpenAI does.
-	usageNull any
+func (chatFormat) stream(sse *sseWriter, h responseHead, t *tokenizer.Tokenizer, includeUsage bool) streamSink {
+	return newSSESink(sse, h, chatChunks{tok: t}, includeUsage)
 }
 
-func (cs *chatStream) chunk(choices []chatChunkChoice) chatChunk {
-	return chatChunk{ID: cs.head.id, Object: "chat.completion.chunk", Created: cs.head.created, Model: cs.head.model,
-		SystemFingerprint: cs.head.fingerprint, Choices: choices, Usage: cs.usageNull}
+// chatChunks shapes the choices of a chat completion stream.
+type chatChunks struct {
+	tok *tokenizer.Tokenizer
 }
 
-func (cs *chatStream) begin(gen *generation) error {
+func (chatChunks) object() string { return "chat.completion.chunk" }
+
+// opening gives every choice the assistant role and empty content first,
+// as OpenAI does.
+func (chatChunks) opening(gen *generation) []chatChunkChoice {
 	empty := ""
-	for _, c := range gen.choices {
-		if err := cs.sse.send(cs.chunk([]chatChunkChoice{{Index: c.index, Delta: chatDelta{Role: "assistant", Content: &empty}}})); err != nil {
-			return err
-		}
+	out := make([]chatChunkChoice, len(gen.choices))
+	for i, c := range gen.choices {
+		out[i] = chatChunkChoice{Index: c.index, Delta: chatDelta{Role: "assistant", Content: &empty}}
 	}
-	return nil
+	return out
 }
 
-func (cs *chatStream) text(c *choice, text string, entries []tokenEntry) error {
-	cc := chatChunkChoice{Index: c.index, Delta: chatDelta{Content: &text}}
+func (cc chatChunks) text(c *choice, text string, entries []tokenEntry) chatChunkChoice {
+	ch := chatChunkChoice{Index: c.index, Delta: chatDelta{Content: &text}}
 	if c.logprobs {
-		cc.Logprobs = chatLogprobsOf(cs.tok, entries)
+		ch.Logprobs = chatLogprobsOf(cc.tok, entries)
 	}
-	return cs.sse.send(cs.chunk([]chatChunkChoice{cc}))
+	return ch
 }
 
-func (cs *chatStream) finish(c *choice, reason string) error {
-	return cs.sse.send(cs.chunk([]chatChunkChoice{{Index: c.index, FinishReason: &reason}}))
-}
-
-func (cs *chatStream) end(u *usage) error {
-	if u != nil {
-		ch := cs.chunk([]chatChunkChoice{})
-		ch.Usage = u
-		if err := cs.sse.send(ch); err != nil {
-			return err
-		}
-	}
-	return cs.sse.done()
+func (chatChunks) finish(c *choice, reason string) chatChunkChoice {
+	return chatChunkChoice{Index: c.index, FinishReason: &reason}
 }
 
 // responseHead is what every response and chunk of a request repeats.

@@ -209,63 +209,40 @@ func (cf *completionFormat) response(h responseHead, gen *generation, t *tokeniz
 }
 
 func (cf *completionFormat) stream(sse *sseWriter, h responseHead, t *tokenizer.Tokenizer, includeUsage bool) streamSink {
-	ts := &textStream{sse: sse, head: h, tok: t, f: cf}
-	if includeUsage {
-		ts.usageNull = json.RawMessage("null")
-	}
-	return ts
+	return newSSESink(sse, h, &textChunks{tok: t, f: cf}, includeUsage)
 }
 
-// textStream writes a text completion as SSE chunks.
-type textStream struct {
-	sse       *sseWriter
-	head      responseHead
-	tok       *tokenizer.Tokenizer
-	f         *completionFormat
-	usageNull any
-	offsets   map[int]*offsets
+// textChunks shapes the choices of a text completion stream.
+type textChunks struct {
+	tok *tokenizer.Tokenizer
+	f   *completionFormat
+	// offsets walk each choice's text for the logprobs' text_offset.
+	offsets map[int]*offsets
 }
 
-func (ts *textStream) chunk(choices []textChoice) textCompletion {
-	return textCompletion{ID: ts.head.id, Object: "text_completion", Created: ts.head.created, Model: ts.head.model,
-		SystemFingerprint: ts.head.fingerprint, Choices: choices, Usage: ts.usageNull}
-}
+func (*textChunks) object() string { return "text_completion" }
 
-func (ts *textStream) begin(gen *generation) error {
-	ts.offsets = make(map[int]*offsets, len(gen.choices))
+// opening echoes the prompts when asked to.
+func (tc *textChunks) opening(gen *generation) []textChoice {
+	tc.offsets = make(map[int]*offsets, len(gen.choices))
+	var out []textChoice
 	for _, c := range gen.choices {
-		ts.offsets[c.index] = &offsets{}
-		if p := gen.prompts[c.prompt].text; ts.f.echo && p != "" {
-			if err := ts.sse.send(ts.chunk([]textChoice{{Index: c.index, Text: p}})); err != nil {
-				return err
-			}
+		tc.offsets[c.index] = &offsets{}
+		if p := gen.prompts[c.prompt].text; tc.f.echo && p != "" {
+			out = append(out, textChoice{Index: c.index, Text: p})
 		}
 	}
-	if err := ts.sse.begin(); err != nil {
-		return err
-	}
-	return nil
+	return out
 }
 
-func (ts *textStream) text(c *choice, text string, entries []tokenEntry) error {
-	tc := textChoice{Index: c.index, Text: text}
-	if ts.f.logprobs >= 0 {
-		tc.Logprobs = legacyLogprobs(ts.tok, c, entries, ts.offsets[c.index])
+func (tc *textChunks) text(c *choice, text string, entries []tokenEntry) textChoice {
+	ch := textChoice{Index: c.index, Text: text}
+	if tc.f.logprobs >= 0 {
+		ch.Logprobs = legacyLogprobs(tc.tok, c, entries, tc.offsets[c.index])
 	}
-	return ts.sse.send(ts.chunk([]textChoice{tc}))
+	return ch
 }
 
-func (ts *textStream) finish(c *choice, reason string) error {
-	return ts.sse.send(ts.chunk([]textChoice{{Index: c.index, FinishReason: &reason}}))
-}
-
-func (ts *textStream) end(u *usage) error {
-	if u != nil {
-		ch := ts.chunk([]textChoice{})
-		ch.Usage = u
-		if err := ts.sse.send(ch); err != nil {
-			return err
-		}
-	}
-	return ts.sse.done()
+func (*textChunks) finish(c *choice, reason string) textChoice {
+	return textChoice{Index: c.index, FinishReason: &reason}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -23,14 +22,6 @@ type streamSink interface {
 	begin(gen *generation) error
 	// end writes the usage chunk (when u is not nil) and [DONE].
 	end(u *usage) error
-}
-
-func (chatFormat) stream(sse *sseWriter, h responseHead, t *tokenizer.Tokenizer, includeUsage bool) streamSink {
-	cs := &chatStream{sse: sse, head: h, tok: t}
-	if includeUsage {
-		cs.usageNull = json.RawMessage("null")
-	}
-	return cs
 }
 
 // discard is the sink of a non-streaming response: the choices keep their

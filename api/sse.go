@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -72,4 +73,88 @@ func (s *sseWriter) flush() error {
 		return err
 	}
 	return nil
+}
+
+// chunkShape is what differs between the streams of chat and text
+// completions: the object the chunks name and the shape C of their choices.
+// Everything else about a stream is sseSink's.
+type chunkShape[C any] interface {
+	object() string
+	// opening are the choices sent before the first token, each in a
+	// chunk of its own: chat's role deltas, text's echoed prompts.
+	opening(gen *generation) []C
+	// text is a choice carrying new text of c and the entries released
+	// with it.
+	text(c *choice, text string, entries []tokenEntry) C
+	// finish is the choice that ends c.
+	finish(c *choice, reason string) C
+}
+
+// streamChunk is one event of a stream: the head every chunk of a request
+// repeats, and its choices.
+type streamChunk[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	// Usage is null on every chunk but the last when the client asked for
+	// usage, and absent otherwise.
+	Usage any `json:"usage,omitempty"`
+}
+
+// sseSink writes a generation as SSE chunks whose choices shape makes; it is
+// the streamSink of chat and text completions alike.
+type sseSink[C any] struct {
+	sse       *sseWriter
+	head      responseHead
+	shape     chunkShape[C]
+	usageNull any
+}
+
+func newSSESink[C any](sse *sseWriter, h responseHead, shape chunkShape[C], includeUsage bool) *sseSink[C] {
+	s := &sseSink[C]{sse: sse, head: h, shape: shape}
+	if includeUsage {
+		// OpenAI sends "usage": null on every chunk before the last.
+		s.usageNull = json.RawMessage("null")
+	}
+	return s
+}
+
+func (s *sseSink[C]) chunk(choices []C) streamChunk[C] {
+	return streamChunk[C]{ID: s.head.id, Object: s.shape.object(), Created: s.head.created, Model: s.head.model,
+		SystemFingerprint: s.head.fingerprint, Choices: choices, Usage: s.usageNull}
+}
+
+func (s *sseSink[C]) send(c C) error { return s.sse.send(s.chunk([]C{c})) }
+
+func (s *sseSink[C]) begin(gen *generation) error {
+	for _, c := range s.shape.opening(gen) {
+		if err := s.send(c); err != nil {
+			return err
+		}
+	}
+	// With nothing to open with, the headers still go out now, so that
+	// the client knows the request was accepted.
+	return s.sse.begin()
+}
+
+func (s *sseSink[C]) text(c *choice, text string, entries []tokenEntry) error {
+	return s.send(s.shape.text(c, text, entries))
+}
+
+func (s *sseSink[C]) finish(c *choice, reason string) error {
+	return s.send(s.shape.finish(c, reason))
+}
+
+func (s *sseSink[C]) end(u *usage) error {
+	if u != nil {
+		ch := s.chunk([]C{})
+		ch.Usage = u
+		if err := s.sse.send(ch); err != nil {
+			return err
+		}
+	}
+	return s.sse.done()
 }

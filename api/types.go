@@ -71,18 +71,6 @@ type chatChunkChoice struct {
 	FinishReason *string       `json:"finish_reason"`
 }
 
-type chatChunk struct {
-	ID                string            `json:"id"`
-	Object            string            `json:"object"`
-	Created           int64             `json:"created"`
-	Model             string            `json:"model"`
-	SystemFingerprint string            `json:"system_fingerprint"`
-	Choices           []chatChunkChoice `json:"choices"`
-	// Usage is null on every chunk but the last when the client asked for
-	// usage, and absent otherwise.
-	Usage any `json:"usage,omitempty"`
-}
-
 // textLogprobs is the legacy completions logprobs object.
 type textLogprobs struct {
 	Tokens        []string             `json:"tokens"`
