@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,10 +27,6 @@ const (
 	codeAdapterLoad    = "adapter_load_failed"
 	codeMultipart      = "invalid_multipart"
 )
-
-// multipartSlack is what an upload's body may hold beyond the adapter's
-// bytes: boundaries, part headers and the text fields.
-const multipartSlack = 1 << 20
 
 // acquireModel resolves g's model and, when it names an adapter, leases
 // the adapter for the request; the caller defers g.release(). It also
@@ -150,63 +143,6 @@ func (s *Server) registry() (*Model, *lora.Registry, *apiError) {
 			Message: "LoRA adapters are disabled on this server: it was started without an adapter directory (ruvllm-serve --adapter-dir DIR)"}
 	}
 	return m, m.Adapters, nil
-}
-
-// uploadAdapter serves POST /v1/adapters: a multipart form with the field
-// name, the optional field base_model, and the adapter's files (one GGUF
-// LoRA file, or adapter_config.json and adapter_model.safetensors). The
-// registry streams the files into a temporary directory and moves the
-// checked adapter into place, so that a failed upload leaves nothing.
-func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) error {
-	m, reg, aerr := s.registry()
-	if aerr != nil {
-		return aerr
-	}
-	maxBytes := m.MaxAdapterBytes
-	if maxBytes <= 0 {
-		maxBytes = lora.DefaultMaxUploadBytes
-	}
-	if r.ContentLength > maxBytes+multipartSlack {
-		// Refused before reading: a client that sent "Expect: 100-continue"
-		// (curl does for large bodies) never sends the body at all.
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
-			Message: fmt.Sprintf("the upload is %d bytes; an adapter may be at most %d bytes", r.ContentLength, maxBytes)}
-	}
-	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
-		return invalid("", codeMultipart,
-			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)")
-	}
-	body := &watchedBody{r: http.MaxBytesReader(w, r.Body, maxBytes+multipartSlack)}
-	info, uerr := reg.UploadMultipart(multipart.NewReader(body, params["boundary"]))
-	if body.tooLarge {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
-			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)}
-	}
-	if uerr != nil {
-		return adapterError(uerr, adapterParams{name: "name", file: "file"})
-	}
-	s.opt.Logger.Info().Str("adapter", info.Name).Str("format", string(info.Format)).Int("rank", info.Rank).
-		Int64("bytes", info.FileBytes).Msg("adapter uploaded")
-	w.Header().Set("Location", "/v1/adapters/"+url.PathEscape(info.Name))
-	writeJSON(w, http.StatusCreated, adapterObjectOf(info))
-	return nil
-}
-
-// watchedBody notes when the body hit its size limit, which the registry's
-// errors do not always carry through.
-type watchedBody struct {
-	r        io.Reader
-	tooLarge bool
-}
-
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		b.tooLarge = true
-	}
-	return n, err
 }
 
 // listAdapters serves GET /v1/adapters.

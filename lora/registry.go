@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -556,7 +555,10 @@ const (
 	uploadGGUF = "adapter.gguf"
 )
 
-// NewUpload starts an upload.
+// NewUpload starts an upload. The caller reads the files from wherever
+// they come (the HTTP API from a multipart body) and hands each to AddFile
+// as it reads it, then names the adapter with Commit; a deferred Abort
+// removes whatever a failure left.
 func (r *Registry) NewUpload() (*Upload, error) {
 	tmp, err := os.MkdirTemp(r.dir, uploadPrefix)
 	if err != nil {
@@ -765,56 +767,4 @@ func modTime(path string) time.Time {
 		return st.ModTime()
 	}
 	return time.Time{}
-}
-
-// maxFieldBytes bounds the text fields of a multipart upload.
-const maxFieldBytes = 4 << 10
-
-// UploadMultipart reads a POST /v1/adapters body: the text fields "name"
-// (required) and "base_model" (optional), and the adapter's files as parts
-// with a file name (or named "file"): one GGUF file, or adapter_config.json
-// and adapter_model.safetensors. Parts may come in any order. It returns
-// what Commit returns; on any error nothing is left in the directory.
-func (r *Registry) UploadMultipart(mr *multipart.Reader) (Info, error) {
-	u, err := r.NewUpload()
-	if err != nil {
-		return Info{}, err
-	}
-	defer u.Abort()
-	var name, baseModel string
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return Info{}, fmt.Errorf("%w: multipart body: %v", ErrInvalid, err)
-		}
-		field := p.FormName()
-		switch {
-		case p.FileName() != "" || field == "file":
-			err = u.AddFile(p.FileName(), p)
-		case field == "name" || field == "base_model":
-			var b []byte
-			b, err = io.ReadAll(io.LimitReader(p, maxFieldBytes+1))
-			if err == nil && len(b) > maxFieldBytes {
-				err = fmt.Errorf("%w: field %s is over %d bytes", ErrInvalid, field, maxFieldBytes)
-			}
-			if field == "name" {
-				name = strings.TrimSpace(string(b))
-			} else {
-				baseModel = strings.TrimSpace(string(b))
-			}
-		default:
-			err = fmt.Errorf("%w: unexpected form field %q (want name, base_model and file parts)", ErrInvalid, field)
-		}
-		p.Close()
-		if err != nil {
-			return Info{}, err
-		}
-	}
-	if name == "" {
-		return Info{}, fmt.Errorf("%w: the form field \"name\" is required", ErrBadName)
-	}
-	return u.Commit(name, baseModel)
 }

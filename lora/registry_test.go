@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"mime/multipart"
 	"os"
 	"path/filepath"
 	"sort"
@@ -455,58 +454,5 @@ func TestResolve(t *testing.T) {
 		if got != c.want || ok != (c.want != "") {
 			t.Errorf("Resolve(%q) = %q, %v; want %q", c.model, got, ok, c.want)
 		}
-	}
-}
-
-func TestUploadMultipart(t *testing.T) {
-	base, cfg, _ := tinyModel(t)
-	dir := t.TempDir()
-	r := newRegistry(t, base, cfg, dir, 0)
-	f := makeAdapterFiles(t, cfg, RandomSpec{Rank: 2, Seed: 7})
-	type field struct{ name, filename, value string }
-	body := func(fields ...field) *multipart.Reader {
-		var buf bytes.Buffer
-		w := multipart.NewWriter(&buf)
-		for _, fl := range fields {
-			if fl.filename == "" {
-				w.WriteField(fl.name, fl.value)
-				continue
-			}
-			p, _ := w.CreateFormFile(fl.name, fl.filename)
-			p.Write([]byte(fl.value))
-		}
-		w.Close()
-		return multipart.NewReader(&buf, w.Boundary())
-	}
-	gg, cf, st := string(f.ggufFile), string(f.config), string(f.safety)
-	cases := []struct {
-		name   string
-		fields []field
-		want   error
-	}{
-		{"gguf", []field{{"name", "", "g"}, {"file", "a.gguf", gg}}, nil},
-		{"peft, name last", []field{{"file", "adapter_config.json", cf}, {"file", "adapter_model.safetensors", st}, {"base_model", "", "tiny"}, {"name", "", "p"}}, nil},
-		{"no name", []field{{"file", "a.gguf", gg}}, ErrBadName},
-		{"escaping name", []field{{"name", "", "../x"}, {"file", "a.gguf", gg}}, ErrBadName},
-		{"stray field", []field{{"name", "", "s"}, {"temperature", "", "1"}, {"file", "a.gguf", gg}}, ErrInvalid},
-		{"long field", []field{{"name", "", strings.Repeat("n", 5000)}, {"file", "a.gguf", gg}}, ErrInvalid},
-		{"truncated", []field{{"name", "", "t"}, {"file", "c.json", cf}, {"file", "w.safetensors", st[:len(st)/2]}}, ErrInvalid},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			info, err := r.UploadMultipart(body(c.fields...))
-			if c.want == nil {
-				if err != nil || !info.Resident {
-					t.Fatalf("%+v, %v", info, err)
-				}
-				return
-			}
-			if !errors.Is(err, c.want) {
-				t.Fatalf("error %v, want %v", err, c.want)
-			}
-		})
-	}
-	if got := strings.Join(dirNames(t, dir), " "); got != "g.gguf p" {
-		t.Fatalf("adapter dir holds %s", got)
 	}
 }
