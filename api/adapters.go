@@ -28,37 +28,32 @@ const (
 	codeMultipart      = "invalid_multipart"
 )
 
-// acquireModel resolves g's model and, when it names an adapter, leases
-// the adapter for the request; the caller defers g.release(). It also
-// refuses lora_scale without an adapter.
-func (s *Server) acquireModel(g *genRequest) (*Model, *apiError) {
-	m, name, err := s.resolveModel(g.model)
-	if err != nil {
-		return nil, err
-	}
-	g.modelID = m.ID
-	if name == "" {
+// acquire leases the adapter t names, if any, for the request g, which runs
+// with it until the handler's deferred g.release(); responses then name the
+// model as the client did. It refuses lora_scale without an adapter.
+func (g *genRequest) acquire(t target) *apiError {
+	g.modelID = t.model.ID
+	if t.adapter == "" {
 		if g.hasLoRAScale {
-			return nil, invalid("lora_scale", codeInvalidValue, "lora_scale applies to an adapter; set model to %s", quote(m.ID+":ADAPTER"))
+			return invalid("lora_scale", codeInvalidValue, "lora_scale applies to an adapter; set model to %s", quote(t.model.ID+":ADAPTER"))
 		}
-		return m, nil
+		return nil
 	}
-	lease, lerr := m.Adapters.Acquire(name)
-	if errors.Is(lerr, lora.ErrNotFound) {
-		// Deleted since Resolve found it.
-		return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound,
-			Message: "the adapter " + quote(name) + " does not exist any more"}
+	lease, err := t.model.Adapters.Acquire(t.adapter)
+	if errors.Is(err, lora.ErrNotFound) {
+		// Deleted since it was resolved.
+		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound,
+			Message: "the adapter " + quote(t.adapter) + " does not exist any more"}
 	}
-	if lerr != nil {
+	if err != nil {
 		// The adapter was accepted when registered: failing to read it back
 		// is the server's problem (its file changed or went away).
-		return nil, &apiError{Status: http.StatusInternalServerError, Type: typeServer, Param: "model", Code: codeAdapterLoad,
-			Message: "loading the adapter " + quote(name) + ": " + lerr.Error()}
+		return &apiError{Status: http.StatusInternalServerError, Type: typeServer, Param: "model", Code: codeAdapterLoad,
+			Message: "loading the adapter " + quote(t.adapter) + ": " + err.Error()}
 	}
 	g.lease = lease
-	// Responses name the model as the client did.
-	g.modelID = g.model
-	return m, nil
+	g.modelID = t.name
+	return nil
 }
 
 // adapterObject is an adapter as the adapter routes describe it.
@@ -134,27 +129,79 @@ func adapterError(err error, p adapterParams) *apiError {
 	return internalError("adapter: %v", err)
 }
 
-// registry is the served model's adapter registry; with adapters off it
-// is a 404.
-func (s *Server) registry() (*Model, *lora.Registry, *apiError) {
-	m := s.model.Load()
-	if m.Adapters == nil {
-		return nil, nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeAdaptersOff,
-			Message: "LoRA adapters are disabled on this server: it was started without an adapter directory (ruvllm-serve --adapter-dir DIR)"}
-	}
-	return m, m.Adapters, nil
+// adaptersOff is the 404 of the adapter routes on a server none of whose
+// models has an adapter directory.
+func adaptersOff() *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeAdaptersOff,
+		Message: "LoRA adapters are disabled on this server: it was started without an adapter directory " +
+			"(ruvllm-serve --adapter-dir DIR for the first model, or adapter_dir in a models: entry of --config)"}
 }
 
-// listAdapters serves GET /v1/adapters.
-func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
-	_, reg, aerr := s.registry()
-	if aerr != nil {
-		return aerr
+// adapterModel picks the model whose adapters a route adds to. base, when
+// it is a served model's ID, picks that model (param names the field that
+// carries it). Otherwise it is the default model when that has adapters,
+// else the one model that has them; a base that is no ID is left for the
+// registry to judge (an upload's base_model may be the model's
+// general.name).
+func (s *Server) adapterModel(base, param string) (*Model, *apiError) {
+	set := s.models.Load()
+	if m, ok := set.byID[base]; ok {
+		if m.Adapters == nil {
+			return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: param, Code: codeAdaptersOff,
+				Message: "the model " + quote(m.ID) + " has no adapter directory, so it takes no adapters"}
+		}
+		return m, nil
 	}
-	infos := reg.List()
-	l := adapterList{Object: "list", Data: make([]adapterObject, len(infos))}
-	for i, in := range infos {
-		l.Data[i] = adapterObjectOf(in)
+	if len(set.list) > 0 && set.list[0].Adapters != nil {
+		return set.list[0], nil
+	}
+	var with []*Model
+	for _, m := range set.list {
+		if m.Adapters != nil {
+			with = append(with, m)
+		}
+	}
+	switch len(with) {
+	case 0:
+		return nil, adaptersOff()
+	case 1:
+		return with[0], nil
+	}
+	return nil, invalid(param, codeMissing, "%s must name the model the adapter is for: %s take adapters", param, modelIDs(with))
+}
+
+// adapterByName finds the adapter a route names (in the field param), as
+// "ADAPTER", which must belong to one model only, or "MODEL:ADAPTER".
+func (s *Server) adapterByName(name, param string) (target, *apiError) {
+	set := s.models.Load()
+	if !set.hasAdapters() {
+		return target{}, adaptersOff()
+	}
+	found := set.findAdapter(name)
+	switch len(found) {
+	case 0:
+		return target{}, adapterError(fmt.Errorf("%w: %q", lora.ErrNotFound, name), adapterParams{name: param})
+	case 1:
+		return found[0], nil
+	}
+	return target{}, ambiguousAdapter(found, param)
+}
+
+// listAdapters serves GET /v1/adapters: every model's adapters, in the
+// order of the models.
+func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
+	set := s.models.Load()
+	if !set.hasAdapters() {
+		return adaptersOff()
+	}
+	l := adapterList{Object: "list", Data: []adapterObject{}}
+	for _, m := range set.list {
+		if m.Adapters == nil {
+			continue
+		}
+		for _, in := range m.Adapters.List() {
+			l.Data = append(l.Data, adapterObjectOf(in))
+		}
 	}
 	writeJSON(w, http.StatusOK, l)
 	return nil
@@ -162,11 +209,11 @@ func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
 
 // getAdapter serves GET /v1/adapters/{name}.
 func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) error {
-	_, reg, aerr := s.registry()
+	t, aerr := s.adapterByName(chi.URLParam(r, "name"), "")
 	if aerr != nil {
 		return aerr
 	}
-	in, err := reg.Get(chi.URLParam(r, "name"))
+	in, err := t.model.Adapters.Get(t.adapter)
 	if err != nil {
 		return adapterError(err, adapterParams{})
 	}
@@ -179,16 +226,15 @@ func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) error {
 // runs with the adapter the registry refuses (409) rather than waits, so
 // the client knows at once whether the adapter is gone.
 func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
-	_, reg, aerr := s.registry()
+	t, aerr := s.adapterByName(chi.URLParam(r, "name"), "")
 	if aerr != nil {
 		return aerr
 	}
-	name := chi.URLParam(r, "name")
-	if err := reg.Delete(name); err != nil {
+	if err := t.model.Adapters.Delete(t.adapter); err != nil {
 		return adapterError(err, adapterParams{})
 	}
-	s.opt.Logger.Info().Str("adapter", name).Msg("adapter deleted")
-	writeJSON(w, http.StatusOK, adapterDeleted{ID: name, Object: "lora_adapter", Deleted: true})
+	s.opt.Logger.Info().Str("model", t.model.ID).Str("adapter", t.adapter).Msg("adapter deleted")
+	writeJSON(w, http.StatusOK, adapterDeleted{ID: t.adapter, Object: "lora_adapter", Deleted: true})
 	return nil
 }
 
@@ -197,11 +243,11 @@ func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
 // lora_path, which must lie in the adapter directory (a relative path is
 // taken from it). As vLLM, it answers 200 with a plain-text message, 400
 // when the name is taken (unless load_inplace replaces it) and 404 when
-// the path does not exist.
+// the path does not exist. Beyond vLLM, "base_model" names the model whose
+// adapter directory it is, when several models have one.
 func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
-	_, reg, aerr := s.registry()
-	if aerr != nil {
-		return aerr
+	if !s.models.Load().hasAdapters() {
+		return adaptersOff()
 	}
 	f, err := readObject(r)
 	if err != nil {
@@ -224,6 +270,10 @@ func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
 	} else if is3D {
 		return unsupported("is_3d_lora_weight", "3D (mixture-of-experts) LoRA weights are not supported")
 	}
+	base, hasBase, err := f.str("base_model")
+	if err != nil {
+		return err
+	}
 	if err := f.unknown(); err != nil {
 		return err
 	}
@@ -234,6 +284,17 @@ func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
 		}
 		return invalid(param, codeMissing, "both lora_name and lora_path must be provided")
 	}
+	set := s.models.Load()
+	if _, ok := set.byID[base]; hasBase && !ok {
+		nf := set.notFound(base)
+		nf.Param = "base_model"
+		return nf
+	}
+	m, aerr := s.adapterModel(base, "base_model")
+	if aerr != nil {
+		return aerr
+	}
+	reg := m.Adapters
 	if inplace {
 		if err := reg.Unload(name); err != nil && !errors.Is(err, lora.ErrNotFound) {
 			return adapterError(err, adapterParams{name: "lora_name", file: "lora_path"})
@@ -255,7 +316,7 @@ func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
 	if lerr != nil {
 		return adapterError(lerr, adapterParams{name: "lora_name", file: "lora_path"})
 	}
-	s.opt.Logger.Info().Str("adapter", info.Name).Str("path", path).Int("rank", info.Rank).Msg("adapter loaded")
+	s.opt.Logger.Info().Str("model", m.ID).Str("adapter", info.Name).Str("path", path).Int("rank", info.Rank).Msg("adapter loaded")
 	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' added successfully.")
 	return nil
 }
@@ -275,9 +336,8 @@ func outside(dir, path string) bool {
 // As vLLM, it answers 200 with a plain-text message and 404 for an unknown
 // name; unlike vLLM it refuses (409) while a request uses the adapter.
 func (s *Server) unloadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
-	_, reg, aerr := s.registry()
-	if aerr != nil {
-		return aerr
+	if !s.models.Load().hasAdapters() {
+		return adaptersOff()
 	}
 	f, err := readObject(r)
 	if err != nil {
@@ -297,10 +357,14 @@ func (s *Server) unloadLoRAAdapter(w http.ResponseWriter, r *http.Request) error
 	if name == "" {
 		return invalid("lora_name", codeMissing, "lora_name must be provided to unload an adapter")
 	}
-	if err := reg.Unload(name); err != nil {
+	t, aerr := s.adapterByName(name, "lora_name")
+	if aerr != nil {
+		return aerr
+	}
+	if err := t.model.Adapters.Unload(t.adapter); err != nil {
 		return adapterError(err, adapterParams{name: "lora_name"})
 	}
-	s.opt.Logger.Info().Str("adapter", name).Msg("adapter unloaded")
+	s.opt.Logger.Info().Str("model", t.model.ID).Str("adapter", t.adapter).Msg("adapter unloaded")
 	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' removed successfully.")
 	return nil
 }

@@ -27,8 +27,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	model := s.model.Load()
-	g, err := s.parseGen(f, len(model.Tokenizer.Vocab().Tokens), "max_completion_tokens", "max_tokens")
+	t, err := s.requestModel(f)
+	if err != nil {
+		return err
+	}
+	m := t.model
+	g, err := s.parseGen(f, len(m.Tokenizer.Vocab().Tokens), "max_completion_tokens", "max_tokens")
 	if err != nil {
 		return err
 	}
@@ -56,8 +60,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err := f.unknown(chatIgnorable...); err != nil {
 		return err
 	}
-	m, err := s.acquireModel(g)
-	if err != nil {
+	if err := g.acquire(t); err != nil {
 		return err
 	}
 	defer g.release()

@@ -18,8 +18,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	model := s.model.Load()
-	vocab := len(model.Tokenizer.Vocab().Tokens)
+	t, err := s.requestModel(f)
+	if err != nil {
+		return err
+	}
+	m := t.model
+	vocab := len(m.Tokenizer.Vocab().Tokens)
 	g, err := s.parseGen(f, vocab, "max_tokens")
 	if err != nil {
 		return err
@@ -50,11 +54,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	} else if ok && v != "" {
 		return unsupported("suffix", "suffix (insertion) is not supported")
 	}
-	m, err := s.acquireModel(g)
-	if err != nil {
-		return err
-	}
-	defer g.release()
 	prompts, err := parsePrompts(f, m.Tokenizer, vocab)
 	if err != nil {
 		return err
@@ -62,6 +61,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err := f.unknown("user"); err != nil {
 		return err
 	}
+	if err := g.acquire(t); err != nil {
+		return err
+	}
+	defer g.release()
 	return s.generate(w, r, m, "/v1/completions", prompts, g, &cf)
 }
 

@@ -1,4 +1,5 @@
-// Package api serves a loaded model over OpenAI's HTTP API: chat and text
+// Package api serves loaded models over OpenAI's HTTP API, the request's
+// "model" picking which (or which adapter of one): chat and text
 // completions (with SSE streaming), models, embeddings, LoRA adapters
 // (upload, list, delete, vLLM's load and unload), llama-server's tokenize
 // and detokenize, health and Prometheus metrics. It turns requests

@@ -168,7 +168,9 @@ func TestHealthWhileLoading(t *testing.T) {
 		t.Errorf("chat while loading: status %d", resp.StatusCode)
 	}
 	tk := testTokenizer(t)
-	s.SetModel(&Model{ID: "m", Tokenizer: tk, Engine: newFakeEngine(tk)})
+	if err := s.AddModel(&Model{ID: "m", Tokenizer: tk, Engine: newFakeEngine(tk)}); err != nil {
+		t.Fatal(err)
+	}
 	if resp, b := do(t, "GET", hs.URL+"/health", ""); resp.StatusCode != 200 || string(b) != "{\"status\":\"ok\"}\n" {
 		t.Fatalf("ready: status %d: %s", resp.StatusCode, b)
 	}

@@ -255,7 +255,9 @@ func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServe
 		o.Version = "test-version"
 	}
 	s := New(o)
-	s.SetModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: templateChat{tmpl}, Engine: eng})
+	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: templateChat{tmpl}, Engine: eng}); err != nil {
+		tb.Fatal(err)
+	}
 	hs := httptest.NewServer(s)
 	tb.Cleanup(func() {
 		hs.CloseClientConnections()

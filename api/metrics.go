@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -48,26 +49,27 @@ func newMetrics(s *Server) *metrics {
 	f(m.requests)
 	f(m.duration)
 	f(m.ttft)
-	stat := func(get func(*Model) float64) func() float64 {
+	// Engine statistics are summed over the served models, so that the
+	// series keep their names and meaning however many models there are.
+	kv := func(get func(st *backends.EngineStats) float64) func() float64 {
 		return func() float64 {
-			if md := s.model.Load(); md != nil {
-				return get(md)
+			var sum float64
+			for _, md := range s.models.Load().list {
+				st := md.Engine.Stats()
+				sum += get(&st)
 			}
-			return 0
+			return sum
 		}
 	}
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_queue_depth", Help: "Requests waiting for a free slot."},
-		stat(func(md *Model) float64 { return float64(md.Engine.Stats().Queued) })))
+		kv(func(st *backends.EngineStats) float64 { return float64(st.Queued) })))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_requests_running", Help: "Sequences being generated."},
-		stat(func(md *Model) float64 { return float64(md.Engine.Stats().Running) })))
+		kv(func(st *backends.EngineStats) float64 { return float64(st.Running) })))
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_kv_cache_bytes", Help: "Memory of the KV cache: every block of the pool, used, cached or free."},
-		stat(func(md *Model) float64 { return float64(md.Engine.Stats().KVBytes) })))
-	kv := func(get func(st *backends.EngineStats) float64) func() float64 {
-		return stat(func(md *Model) float64 { st := md.Engine.Stats(); return get(&st) })
-	}
+		kv(func(st *backends.EngineStats) float64 { return float64(st.KVBytes) })))
 	for _, b := range []struct {
 		state string
 		get   func(st *backends.EngineStats) float64
@@ -102,7 +104,7 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_model_loaded", Help: "1 when a model is loaded and served."},
 		func() float64 {
-			if s.model.Load() != nil {
+			if s.Ready() {
 				return 1
 			}
 			return 0
@@ -111,6 +113,27 @@ func newMetrics(s *Server) *metrics {
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// addModel adds the series of one served model, labelled with its id: the
+// requests it runs and queues, which the summed series cannot tell apart.
+// The label's values are the served models only, never a client's text.
+func (m *metrics) addModel(md *Model) error {
+	label := prometheus.Labels{"model": md.ID}
+	for _, g := range []struct {
+		name, help string
+		get        func(st backends.EngineStats) int
+	}{
+		{"ruvllm_model_requests_running", "Sequences being generated, by model.", func(st backends.EngineStats) int { return st.Running }},
+		{"ruvllm_model_queue_depth", "Requests waiting for a free slot, by model.", func(st backends.EngineStats) int { return st.Queued }},
+	} {
+		c := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help, ConstLabels: label},
+			func() float64 { return float64(g.get(md.Engine.Stats())) })
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("api: metrics of model %q: %w", md.ID, err)
+		}
+	}
+	return nil
 }
 
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

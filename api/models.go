@@ -44,11 +44,18 @@ func adapterModelOf(m *Model, in lora.Info) modelObject {
 	return o
 }
 
-// listModels serves GET /v1/models: the base model, then its adapters.
+// listModels serves GET /v1/models: every model, the default first, then
+// each model's adapters.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	m := s.model.Load()
-	l := modelList{Object: "list", Data: []modelObject{modelObjectOf(m)}}
-	if m.Adapters != nil {
+	set := s.models.Load()
+	l := modelList{Object: "list", Data: make([]modelObject, 0, len(set.list))}
+	for _, m := range set.list {
+		l.Data = append(l.Data, modelObjectOf(m))
+	}
+	for _, m := range set.list {
+		if m.Adapters == nil {
+			continue
+		}
 		for _, in := range m.Adapters.List() {
 			l.Data = append(l.Data, adapterModelOf(m, in))
 		}
@@ -57,26 +64,26 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getModel serves GET /v1/models/{id}, for the base model or an adapter
-// ("ADAPTER" or "BASE:ADAPTER"); an id may hold slashes ("org/name"), so
+// getModel serves GET /v1/models/{id}, for any served model or adapter
+// ("ADAPTER" or "MODEL:ADAPTER"); an id may hold slashes ("org/name"), so
 // the route takes the rest of the path.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "*")
 	if id == "" || strings.Contains(id, "\x00") {
 		return pathNotFound(r)
 	}
-	m, adapter, err := s.resolveModel(id)
+	t, err := s.resolveModel(id)
 	if err != nil {
 		return err
 	}
-	if adapter == "" {
-		writeJSON(w, http.StatusOK, modelObjectOf(m))
+	if t.adapter == "" {
+		writeJSON(w, http.StatusOK, modelObjectOf(t.model))
 		return nil
 	}
-	in, gerr := m.Adapters.Get(adapter)
+	in, gerr := t.model.Adapters.Get(t.adapter)
 	if gerr != nil {
 		return adapterError(gerr, adapterParams{name: "model"})
 	}
-	writeJSON(w, http.StatusOK, adapterModelOf(m, in))
+	writeJSON(w, http.StatusOK, adapterModelOf(t.model, in))
 	return nil
 }

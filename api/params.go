@@ -24,7 +24,6 @@ const (
 
 // genRequest is what chat and text completions share once parsed.
 type genRequest struct {
-	model        string
 	stream       bool
 	includeUsage bool
 	// maxTokens is the cap on generated tokens per choice; 0 means the
@@ -42,7 +41,7 @@ type genRequest struct {
 	loraScale    float32
 	hasLoRAScale bool
 
-	// Set by acquireModel: the id responses report, and the lease of the
+	// Set by acquire: the id responses report, and the lease of the
 	// adapter the model names (nil for the base model).
 	modelID string
 	lease   *lora.Lease
@@ -70,9 +69,6 @@ func (g *genRequest) release() {
 func (s *Server) parseGen(f *fields, vocab int, maxTokenFields ...string) (*genRequest, *apiError) {
 	g := &genRequest{n: 1, sampling: s.sampling}
 	var err *apiError
-	if g.model, _, err = f.str("model"); err != nil {
-		return nil, err
-	}
 	if g.stream, _, err = f.boolean("stream"); err != nil {
 		return nil, err
 	}

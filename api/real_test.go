@@ -84,7 +84,9 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		}
 	}
 	s := New(Options{Version: "test-version"})
-	s.SetModel(am)
+	if err := s.AddModel(am); err != nil {
+		t.Fatal(err)
+	}
 	hs := httptest.NewServer(s)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,11 +36,12 @@ type ChatRenderer interface {
 	RenderChat(messages []map[string]any, tools []any, addGenerationPrompt bool) (string, error)
 }
 
-// Model is a loaded model as the API serves it.
+// Model is a loaded model as the API serves it; a Server serves several,
+// each with its own engine, tokenizer, chat template and adapters.
 type Model struct {
 	// ID is the model's name in the API: what clients pass as "model".
 	ID string
-	// Created is when the model was loaded; zero means when SetModel ran.
+	// Created is when the model was loaded; zero means when AddModel ran.
 	Created   time.Time
 	Tokenizer *tokenizer.Tokenizer
 	Chat      ChatRenderer
@@ -85,14 +87,18 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-// Server is the HTTP API. It answers 503 until SetModel gives it a model,
-// so that a client can watch /health while the model loads.
+// Server is the HTTP API over a set of models. It answers 503 until
+// AddModel gives it the first, so that a client can watch /health while the
+// models load.
 type Server struct {
 	opt      Options
 	sampling backends.Params
-	model    atomic.Pointer[Model]
-	metrics  *metrics
-	handler  http.Handler
+	// models is the published set (see modelSet); addMu serialises the
+	// AddModel calls that replace it.
+	models  atomic.Pointer[modelSet]
+	addMu   sync.Mutex
+	metrics *metrics
+	handler http.Handler
 }
 
 // New returns a Server with no model yet.
@@ -104,6 +110,7 @@ func New(o Options) *Server {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	s := &Server{opt: o, sampling: backends.DefaultParams()}
+	s.models.Store(&modelSet{})
 	if o.Sampling != nil {
 		s.sampling = *o.Sampling
 	}
@@ -111,17 +118,6 @@ func New(o Options) *Server {
 	s.handler = s.routes()
 	return s
 }
-
-// SetModel makes m the served model; the server is ready from then on.
-func (s *Server) SetModel(m *Model) {
-	if m.Created.IsZero() {
-		m.Created = time.Now()
-	}
-	s.model.Store(m)
-}
-
-// Ready reports whether a model is being served.
-func (s *Server) Ready() bool { return s.model.Load() != nil }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
@@ -161,10 +157,10 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
-// requireModel answers 503 while no model is loaded.
+// requireModel answers 503 until a model is served.
 func (s *Server) requireModel(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.model.Load() == nil {
+		if !s.Ready() {
 			writeError(w, loadingError())
 			return
 		}
@@ -176,10 +172,10 @@ func loadingError() *apiError {
 	return &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: codeLoading, Message: "the model is loading", RetryAfter: 1}
 }
 
-// health is llama-server's /health: 200 {"status":"ok"} when ready, 503
-// while the model loads.
+// health is llama-server's /health: 200 {"status":"ok"} once a model is
+// served, 503 before.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	if s.model.Load() == nil {
+	if !s.Ready() {
 		return loadingError()
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -207,42 +203,4 @@ func (s *Server) methodNotAllowed(mux *chi.Mux) http.HandlerFunc {
 		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: codeMethod,
 			Message: "method " + r.Method + " is not allowed for " + r.URL.Path})
 	}
-}
-
-// lookupModel finds the base model a request names; "" means the served
-// one. Adapters are refused: the routes that call it (embeddings, model
-// cards) run or describe the base model only.
-func (s *Server) lookupModel(name string) (*Model, *apiError) {
-	m, adapter, err := s.resolveModel(name)
-	if err != nil {
-		return nil, err
-	}
-	if adapter != "" {
-		return nil, unsupported("model", "%s names the LoRA adapter %s; adapters apply to chat and text completions only, this endpoint runs the base model %s",
-			quote(name), quote(adapter), quote(m.ID))
-	}
-	return m, nil
-}
-
-// resolveModel finds what a request's model names: the served model ("" or
-// its ID), or one of its adapters ("ID:ADAPTER", or "ADAPTER" alone; the
-// base model's ID wins over an adapter of the same name).
-func (s *Server) resolveModel(name string) (m *Model, adapter string, _ *apiError) {
-	m = s.model.Load()
-	if m == nil {
-		return nil, "", loadingError()
-	}
-	if name == "" || name == m.ID {
-		return m, "", nil
-	}
-	if m.Adapters != nil {
-		if a, ok := m.Adapters.Resolve(name); ok {
-			return m, a, nil
-		}
-	}
-	msg := "the model " + quote(name) + " does not exist; this server serves " + quote(m.ID)
-	if m.Adapters != nil {
-		msg += " and its adapters (GET /v1/models lists them; name one as \"" + m.ID + ":ADAPTER\" or \"ADAPTER\")"
-	}
-	return nil, "", &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound, Message: msg}
 }

@@ -19,13 +19,19 @@ type pieceToken struct {
 
 // tokenize serves llama-server's POST /tokenize: {"content", "add_special"
 // (false), "parse_special" (true), "with_pieces" (false)} → {"tokens"}.
-// content may also be a list mixing strings and token ids.
+// content may also be a list mixing strings and token ids. "model" picks
+// whose tokenizer (the default model's when absent; an adapter's is its
+// model's).
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
 		return err
 	}
-	m := s.model.Load()
+	t, err := s.requestModel(f)
+	if err != nil {
+		return err
+	}
+	m := t.model
 	addSpecial, _, err := f.boolean("add_special")
 	if err != nil {
 		return err
@@ -104,13 +110,18 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 }
 
 // detokenize serves llama-server's POST /detokenize: {"tokens"} →
-// {"content"}, each token's piece with special tokens written out.
+// {"content"}, each token's piece with special tokens written out; "model"
+// as for tokenize.
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
 		return err
 	}
-	m := s.model.Load()
+	t, err := s.requestModel(f)
+	if err != nil {
+		return err
+	}
+	m := t.model
 	items, ok, err := f.array("tokens")
 	if err != nil {
 		return err

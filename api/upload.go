@@ -21,19 +21,24 @@ const multipartSlack = 1 << 20
 const maxFieldBytes = 4 << 10
 
 // uploadAdapter serves POST /v1/adapters: a multipart form with the field
-// name, the optional field base_model, and the adapter's files (one GGUF
-// LoRA file, or adapter_config.json and adapter_model.safetensors). The
-// files are streamed into the registry's temporary directory and the
-// checked adapter is moved into place, so that a failed upload leaves
-// nothing.
+// name, the optional field base_model (which model the adapter is for, when
+// several take adapters), and the adapter's files (one GGUF LoRA file, or
+// adapter_config.json and adapter_model.safetensors). The files are
+// streamed into the model's adapter directory and the checked adapter is
+// moved into place, so that a failed upload leaves nothing.
 func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) error {
-	m, reg, aerr := s.registry()
-	if aerr != nil {
-		return aerr
+	set := s.models.Load()
+	if !set.hasAdapters() {
+		return adaptersOff()
 	}
-	maxBytes := m.MaxAdapterBytes
-	if maxBytes <= 0 {
-		maxBytes = lora.DefaultMaxUploadBytes
+	// The model may be named inside the body, unread yet: the declared
+	// length is held to the largest limit of any model, and the files to
+	// their model's own limit as they are read.
+	var maxBytes int64
+	for _, m := range set.list {
+		if m.Adapters != nil {
+			maxBytes = max(maxBytes, m.maxAdapterBytes())
+		}
 	}
 	if r.ContentLength > maxBytes+multipartSlack {
 		// Refused before reading: a client that sent "Expect: 100-continue"
@@ -47,61 +52,115 @@ func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) error {
 			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)")
 	}
 	body := &watchedBody{r: http.MaxBytesReader(w, r.Body, maxBytes+multipartSlack)}
-	info, uerr := readUpload(multipart.NewReader(body, params["boundary"]), reg)
+	pick := func(base string) (*Model, *apiError) { return s.adapterModel(base, "base_model") }
+	m, info, uerr := readUpload(multipart.NewReader(body, params["boundary"]), pick)
 	if body.tooLarge {
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
 			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)}
 	}
 	if uerr != nil {
+		if e, ok := uerr.(*apiError); ok {
+			return e
+		}
 		return adapterError(uerr, adapterParams{name: "name", file: "file"})
 	}
-	s.opt.Logger.Info().Str("adapter", info.Name).Str("format", string(info.Format)).Int("rank", info.Rank).
+	s.opt.Logger.Info().Str("model", m.ID).Str("adapter", info.Name).Str("format", string(info.Format)).Int("rank", info.Rank).
 		Int64("bytes", info.FileBytes).Msg("adapter uploaded")
 	w.Header().Set("Location", "/v1/adapters/"+url.PathEscape(info.Name))
 	writeJSON(w, http.StatusCreated, adapterObjectOf(info))
 	return nil
 }
 
-// readUpload streams an upload's parts into reg: the text fields "name"
-// (required) and "base_model" (optional), and the adapter's files as parts
-// with a file name (or named "file"), in any order, as curl -F sends them.
-// It returns what lora.Upload.Commit returns; errors wrap lora's, so that
-// adapterError maps them. On any error nothing is left in the directory.
-func readUpload(mr *multipart.Reader, reg *lora.Registry) (lora.Info, error) {
-	u, err := reg.NewUpload()
-	if err != nil {
-		return lora.Info{}, err
+// maxAdapterBytes is the most an upload of an adapter of m may hold.
+func (m *Model) maxAdapterBytes() int64 {
+	if m.MaxAdapterBytes <= 0 {
+		return lora.DefaultMaxUploadBytes
 	}
-	defer u.Abort()
-	var name, baseModel string
+	return m.MaxAdapterBytes
+}
+
+// readUpload streams an upload's parts into the adapters of the model pick
+// chooses: the text fields "name" (required) and "base_model" (optional),
+// and the adapter's files as parts with a file name (or named "file"), in
+// any order, as curl -F sends them. pick gets the base_model read so far
+// when the first file arrives, since the files stream into that model's
+// adapter directory (or at the end, for an upload without files); a
+// base_model after the files must pick the same model. Errors are an
+// *apiError or wrap lora's (for adapterError). On any error nothing is
+// left in the directory.
+func readUpload(mr *multipart.Reader, pick func(baseModel string) (*Model, *apiError)) (*Model, lora.Info, error) {
+	var (
+		m               *Model
+		u               *lora.Upload
+		name, baseModel string
+	)
+	defer func() {
+		if u != nil {
+			u.Abort()
+		}
+	}()
+	start := func() error {
+		if u != nil {
+			return nil
+		}
+		var aerr *apiError
+		if m, aerr = pick(baseModel); aerr != nil {
+			return aerr
+		}
+		var err error
+		u, err = m.Adapters.NewUpload()
+		return err
+	}
 	for {
 		p, err := mr.NextPart()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return lora.Info{}, fmt.Errorf("%w: multipart body: %v", lora.ErrInvalid, err)
+			return nil, lora.Info{}, fmt.Errorf("%w: multipart body: %v", lora.ErrInvalid, err)
 		}
 		field := p.FormName()
 		switch {
 		case p.FileName() != "" || field == "file":
-			err = u.AddFile(p.FileName(), p)
+			if err = start(); err == nil {
+				err = u.AddFile(p.FileName(), p)
+			}
 		case field == "name":
 			name, err = readField(p)
 		case field == "base_model":
-			baseModel, err = readField(p)
+			if baseModel, err = readField(p); err == nil && u != nil {
+				err = samePick(pick, baseModel, m)
+			}
 		default:
 			err = fmt.Errorf("%w: unexpected form field %q (want name, base_model and file parts)", lora.ErrInvalid, field)
 		}
 		p.Close()
 		if err != nil {
-			return lora.Info{}, err
+			return nil, lora.Info{}, err
 		}
 	}
 	if name == "" {
-		return lora.Info{}, fmt.Errorf("%w: the form field \"name\" is required", lora.ErrBadName)
+		return nil, lora.Info{}, fmt.Errorf("%w: the form field \"name\" is required", lora.ErrBadName)
 	}
-	return u.Commit(name, baseModel)
+	if err := start(); err != nil {
+		return nil, lora.Info{}, err
+	}
+	info, err := u.Commit(name, baseModel)
+	return m, info, err
+}
+
+// samePick checks that a base_model sent after the files picks the model
+// they already went to.
+func samePick(pick func(string) (*Model, *apiError), baseModel string, m *Model) error {
+	other, aerr := pick(baseModel)
+	if aerr != nil {
+		return aerr
+	}
+	if other != m {
+		return invalid("base_model", codeMultipart, "base_model %s came after the adapter's files, which went to the model %s; send base_model before the files",
+			quote(baseModel), quote(m.ID))
+	}
+	return nil
 }
 
 // readField reads a text field of an upload, trimmed.

@@ -21,6 +21,8 @@ func TestReadUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	am := &Model{ID: "tiny", Adapters: reg}
+	pick := func(string) (*Model, *apiError) { return am, nil }
 	f := makeAdapter(t, m.Config, 2, 7)
 	type field struct{ name, filename, value string }
 	body := func(fields ...field) *multipart.Reader {
@@ -54,7 +56,7 @@ func TestReadUpload(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			info, err := readUpload(body(c.fields...), reg)
+			_, info, err := readUpload(body(c.fields...), pick)
 			if c.want == nil {
 				if err != nil || !info.Resident {
 					t.Fatalf("%+v, %v", info, err)

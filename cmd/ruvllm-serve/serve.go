@@ -305,7 +305,9 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	loaded, err := loadServeModel(ctx, c, kv)
 	if err == nil {
 		defer loaded.close()
-		srv.SetModel(loaded.api)
+		err = srv.AddModel(loaded.api)
+	}
+	if err == nil {
 		logger.Info().Str("model", loaded.api.ID).Int("ctx", loaded.api.Engine.MaxLen()).Int("parallel", c.parallel).
 			Str("addr", "http://"+addr).Msg("ready")
 		select {
