@@ -16,24 +16,35 @@ type modelSource struct {
 	path, hf *string
 }
 
+// hfHelp is the help of --hf, which serve registers apart from the other
+// commands' model flags.
+const hfHelp = "pull this Hugging Face file (OWNER/REPO/FILE.gguf or OWNER/REPO:QUANT) into the cache and use it"
+
 func addModelFlags(fs *flagSet) *modelSource {
 	return &modelSource{
 		path: fs.String("model", "", "GGUF model file (default: pull "+hub.DefaultModel.String()+" on first use)"),
-		hf:   fs.String("hf", "", "pull this Hugging Face file (OWNER/REPO/FILE.gguf or OWNER/REPO:QUANT) into the cache and use it"),
+		hf:   fs.String("hf", "", hfHelp),
 	}
 }
 
 // resolve returns the path of the model file, downloading it when needed.
 func (s *modelSource) resolve(ctx context.Context) (string, error) {
-	if *s.path != "" {
-		if *s.hf != "" {
+	return resolveModelFile(ctx, *s.path, *s.hf)
+}
+
+// resolveModelFile returns the path of a model file named by its path, by
+// a Hugging Face file to pull (hf), or by neither (the default model),
+// downloading it when needed.
+func resolveModelFile(ctx context.Context, path, hf string) (string, error) {
+	if path != "" {
+		if hf != "" {
 			return "", fmt.Errorf("%w: give --model or --hf, not both", errUsage)
 		}
-		return *s.path, nil
+		return path, nil
 	}
 	ref := hub.DefaultModel
-	if *s.hf != "" {
-		r, err := hub.ParseRef(*s.hf)
+	if hf != "" {
+		r, err := hub.ParseRef(hf)
 		if err != nil {
 			return "", fmt.Errorf("%w: --hf: %v", errUsage, err)
 		}

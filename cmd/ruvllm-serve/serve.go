@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +22,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
-	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/hub"
 )
 
 func init() {
@@ -45,7 +44,11 @@ const maxAdapterMB = 1 << 20
 // serveConfig is the serve command's configuration, from flags and the
 // --config file.
 type serveConfig struct {
-	src             *modelSource
+	// models are the models to serve, in order (the first is the
+	// default), from --model and the --config file's models; finishModels
+	// makes it the default model when none is given.
+	models          []modelSpec
+	hf              string
 	alias           string
 	host            string
 	port            int
@@ -62,13 +65,14 @@ type serveConfig struct {
 	maxBody         int64
 	corsOrigins     string
 	shutdownTimeout time.Duration
-	// adapterDir holds the LoRA adapters; "" turns the adapter API off.
+	// adapterDir holds the first model's LoRA adapters; with no adapter
+	// directory for any model the adapter API is off.
 	adapterDir   string
 	maxAdapters  int
 	maxAdapterMB int64
 }
 
-const serveSynopsis = "[--model PATH | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
+const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
 	"[--api-key K | --api-key-file F] [--ctx N] [--parallel N] [--chat-template FILE|chatml|...] [--threads T] [--config FILE.yaml]"
 
 // parseServeArgs reads the flags, then the --config file for the options
@@ -76,20 +80,29 @@ const serveSynopsis = "[--model PATH | --hf REPO/FILE] [--alias NAME] [--host 12
 func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
 	fs := newFlags("serve", serveSynopsis)
-	c.src = addModelFlags(fs)
+	fs.Func("model", "GGUF model file to serve: PATH (its id is the file name without .gguf, or --alias) or NAME=PATH; "+
+		"repeat for several models, the first is the default (default: pull "+hub.DefaultModel.String()+" on first use)", func(v string) error {
+		if v == "" {
+			return nil // no file: --hf or the default model, as it always was
+		}
+		m, err := parseModelFlag(v)
+		c.models = append(c.models, m)
+		return err
+	})
+	fs.StringVar(&c.hf, "hf", "", hfHelp)
 	c.backend = addBackendFlags(fs, true)
-	fs.StringVar(&c.alias, "alias", "", "the model id clients use (default: the file name without .gguf)")
+	fs.StringVar(&c.alias, "alias", "", "the model id clients use, when one model is served (default: the file name without .gguf)")
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on")
 	fs.IntVar(&c.port, "port", 8080, "port to listen on (0 picks a free one)")
 	fs.StringVar(&c.apiKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
 	fs.StringVar(&c.keyFile, "api-key-file", "", "require one of the keys in this file (one per line)")
-	fs.IntVar(&c.ctx, "ctx", 0, fmt.Sprintf("context per sequence in tokens; 0 = the model's trained context (default: %d, or the trained context if smaller)", defaultServeCtx))
-	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once; more requests wait in the queue")
-	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot; beyond them clients get 429")
+	fs.IntVar(&c.ctx, "ctx", 0, fmt.Sprintf("context per sequence in tokens, for each model; 0 = the model's trained context (default: %d, or the trained context if smaller)", defaultServeCtx))
+	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
+	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
-	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template: a .jinja file or a built-in name (chatml, ...); default: the model's")
+	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a .jinja file or a built-in name (chatml, ...); default: the model's")
 	fs.StringVar(&c.kv, "kv", "f16", "KV cache precision: f16 or f32")
-	fs.Func("kv-memory", "memory of the KV cache shared by all slots, as 512MiB or 2GB (default: room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
+	fs.Func("kv-memory", "memory of each model's KV cache, shared by its slots, as 512MiB or 2GB (default: room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
 		n, err := parseByteSize(v)
 		c.kvMemory = n
 		return err
@@ -98,10 +111,10 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins browsers may call from, * for any (default: CORS off)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
-	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of LoRA adapters: those in it are loaded at start, uploads are stored there (default: none, the adapter API is off)")
-	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory; the least recently used idle one is unloaded first and read again when needed")
+	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of the first model's LoRA adapters: those in it are loaded at start, uploads are stored there; other models' are adapter_dir in --config (default: none)")
+	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory, per model; the least recently used idle one is unloaded first and read again when needed")
 	fs.Int64Var(&c.maxAdapterMB, "max-adapter-mb", lora.DefaultMaxUploadBytes>>20, "largest LoRA adapter upload (all its files) in MiB (413 beyond)")
-	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name; flags given on the command line win")
+	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
 		return nil, err
@@ -110,14 +123,17 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: unexpected argument %q (see -h)", errUsage, pos[0])
 	}
 	if *config != "" {
-		if err := applyServeConfig(fs.FlagSet, *config); err != nil {
+		models, err := applyServeConfig(fs.FlagSet, *config)
+		if err != nil {
 			return nil, err
 		}
+		c.models = append(c.models, models...)
 	}
 	fs.Visit(func(f *flag.Flag) { c.ctxSet = c.ctxSet || f.Name == "ctx" })
+	if err := c.finishModels(); err != nil {
+		return nil, err
+	}
 	switch {
-	case *c.src.path != "" && *c.src.hf != "":
-		return nil, fmt.Errorf("%w: give --model or --hf, not both", errUsage)
 	case c.apiKey != "" && c.keyFile != "":
 		return nil, fmt.Errorf("%w: give --api-key or --api-key-file, not both", errUsage)
 	case c.port < 0 || c.port > 65535:
@@ -133,45 +149,67 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 }
 
 // applyServeConfig sets, from a YAML file of option: value pairs, every
-// flag the command line did not set. YAML is a superset of JSON, so a JSON
-// object works too. Lists (cors-origins) are joined with commas.
-func applyServeConfig(fs *flag.FlagSet, path string) error {
+// flag the command line did not set, and returns the file's models: list.
+// YAML is a superset of JSON, so a JSON object works too. Lists
+// (cors-origins) are joined with commas, but for model, which is given once
+// per element. The models are one option: --model or --hf on the command
+// line overrides the file's model, models and hf alike.
+func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+		return nil, fmt.Errorf("--config: %w", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+		return nil, fmt.Errorf("--config: %w", err)
 	}
 	if len(b) > maxConfigBytes {
-		return fmt.Errorf("--config %s: larger than %d bytes", path, maxConfigBytes)
+		return nil, fmt.Errorf("--config %s: larger than %d bytes", path, maxConfigBytes)
 	}
 	var opts map[string]any
 	if err := yaml.Unmarshal(b, &opts); err != nil {
-		return fmt.Errorf("--config %s: %w", path, err)
+		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	modelGiven := given["model"] || given["hf"]
+	var models []modelSpec
+	if v, ok := opts[modelsKey]; ok {
+		delete(opts, modelsKey)
+		if _, one := opts["model"]; one {
+			return nil, fmt.Errorf("%w: --config %s: give model or models, not both", errUsage, path)
+		}
+		if !modelGiven {
+			if models, err = parseModelList(v); err != nil {
+				return nil, fmt.Errorf("%w: --config %s: %v", errUsage, path, err)
+			}
+		}
+	}
 	for key, v := range opts {
 		name := strings.ReplaceAll(key, "_", "-")
 		fl := fs.Lookup(name)
 		if fl == nil || name == "config" {
-			return fmt.Errorf("--config %s: unknown option %q", path, key)
+			return nil, fmt.Errorf("--config %s: unknown option %q", path, key)
 		}
-		if given[name] {
+		if given[name] || (modelGiven && (name == "model" || name == "hf")) {
 			continue
 		}
-		s, err := configValue(v)
-		if err != nil {
-			return fmt.Errorf("--config %s: %s: %w", path, key, err)
+		values := []any{v}
+		if list, ok := v.([]any); ok && name == "model" {
+			values = list
 		}
-		if err := fs.Set(name, s); err != nil {
-			return fmt.Errorf("--config %s: %s: %w", path, key, err)
+		for _, v := range values {
+			s, err := configValue(v)
+			if err != nil {
+				return nil, fmt.Errorf("--config %s: %s: %w", path, key, err)
+			}
+			if err := fs.Set(name, s); err != nil {
+				return nil, fmt.Errorf("%w: --config %s: %s: %v", errUsage, path, key, err)
+			}
 		}
 	}
-	return nil
+	return models, nil
 }
 
 // configValue renders a YAML value as the flag's text.
@@ -252,9 +290,10 @@ type serveHooks struct {
 	onSignal func()
 }
 
-// serve listens at once (so /health answers 503 while the model loads),
-// loads the model, serves until ctx ends, then shuts down gracefully:
-// in-flight requests get shutdownTimeout to finish, then are cancelled.
+// serve listens at once (so /health answers 503 until the first model is
+// loaded), loads the models, serves until ctx ends, then shuts down
+// gracefully: in-flight requests get shutdownTimeout to finish, then are
+// cancelled, and every model is closed.
 func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	keys, err := c.apiKeys()
 	if err != nil {
@@ -297,19 +336,19 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addr := ln.Addr().String()
-	logger.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Msg("listening; the model is loading")
+	logger.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
 	if hooks.onListen != nil {
 		hooks.onListen(addr)
 	}
 
-	loaded, err := loadServeModel(ctx, c, kv)
+	loaded, err := loadServeModels(ctx, c, kv, srv)
+	defer func() {
+		for i := len(loaded) - 1; i >= 0; i-- {
+			loaded[i].close()
+		}
+	}()
 	if err == nil {
-		defer loaded.close()
-		err = srv.AddModel(loaded.api)
-	}
-	if err == nil {
-		logger.Info().Str("model", loaded.api.ID).Int("ctx", loaded.api.Engine.MaxLen()).Int("parallel", c.parallel).
-			Str("addr", "http://"+addr).Msg("ready")
+		logger.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
 		select {
 		case <-ctx.Done():
 		case err = <-served:
@@ -348,112 +387,6 @@ func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.C
 		hs.Close()
 		return err
 	}
-	return nil
-}
-
-// servedModel is a loaded model with what runs it, closed in reverse.
-type servedModel struct {
-	model   *models.Model
-	backend backends.Backend
-	engine  *backends.Engine
-	api     *api.Model
-}
-
-func (s *servedModel) close() {
-	if s.engine != nil {
-		s.engine.Close()
-	}
-	if s.backend != nil {
-		s.backend.Close()
-	}
-	if s.model != nil {
-		s.model.Close()
-	}
-}
-
-// loadServeModel finds the model file (downloading it if it is named by
-// --hf or is the default), loads it, and starts its engine.
-func loadServeModel(ctx context.Context, c *serveConfig, kv kvcache.Precision) (_ *servedModel, err error) {
-	path, err := c.src.resolve(ctx)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	s := &servedModel{}
-	defer func() {
-		if err != nil {
-			s.close()
-		}
-	}()
-	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: c.chatTemplate, Logger: logger}); err != nil {
-		return nil, err
-	}
-	trained := s.model.Config.ContextLength
-	maxLen := c.ctx
-	switch {
-	case !c.ctxSet:
-		maxLen = min(defaultServeCtx, trained)
-	case maxLen == 0:
-		maxLen = trained
-	case maxLen > trained:
-		logger.Warn().Int("ctx", maxLen).Int("trained", trained).Msg("--ctx is larger than the model's trained context; quality may suffer past it")
-	}
-	// Without --kv-memory every slot can fill its context at once; the
-	// blocks the slots do not hold keep earlier prompts for prefix reuse.
-	opt := backends.Options{MaxBatch: c.batch, KVBytes: c.kvMemory, KVTokens: c.parallel * maxLen}
-	if s.backend, err = c.backend.open(s.model, opt); err != nil {
-		return nil, err
-	}
-	tok := s.model.Tokenizer
-	if s.engine, err = backends.NewEngine(s.backend, backends.EngineOptions{
-		Parallel:  c.parallel,
-		QueueSize: c.queue,
-		MaxLen:    maxLen,
-		Batch:     c.batch,
-		KV:        kv,
-		IsEOG:     tok.IsEOG,
-	}); err != nil {
-		return nil, err
-	}
-	id := c.alias
-	if id == "" {
-		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
-	}
-	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Engine: s.engine}
-	logger.Info().Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model loaded")
-	if c.adapterDir != "" {
-		if err := openAdapters(c, s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-// openAdapters opens the adapter directory, loading the adapters in it
-// for the served model; one that does not fit is logged and left out.
-func openAdapters(c *serveConfig, s *servedModel) error {
-	maxBytes := c.maxAdapterMB << 20
-	reg, err := lora.NewRegistry(lora.RegistryOptions{
-		Dir:            c.adapterDir,
-		Config:         s.model.Config,
-		Base:           s.model.File,
-		BaseModel:      s.api.ID,
-		MaxResident:    c.maxAdapters,
-		MaxUploadBytes: maxBytes,
-	})
-	if err != nil {
-		return fmt.Errorf("--adapter-dir: %w", err)
-	}
-	for name, why := range reg.Skipped() {
-		logger.Warn().Str("entry", name).Err(why).Msg("adapter directory: entry left out")
-	}
-	names := []string{}
-	for _, in := range reg.List() {
-		names = append(names, in.Name)
-	}
-	logger.Info().Str("dir", reg.Dir()).Strs("adapters", names).Int("max_resident", c.maxAdapters).Int64("max_upload_mb", c.maxAdapterMB).
-		Msg("adapters loaded")
-	s.api.Adapters, s.api.MaxAdapterBytes = reg, maxBytes
 	return nil
 }
 

@@ -5,24 +5,25 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/pagination"
 	"github.com/rs/zerolog"
 
-	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
-	"github.com/ruvllm/ruvllm/models"
-	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -32,6 +33,28 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// modelsOf renders what a config serves: NAME=PATH (or NAME=hf:REF) per
+// model, with +TEMPLATE and @ADAPTER-DIR when set.
+func modelsOf(c *serveConfig) string {
+	var parts []string
+	for _, m := range c.models {
+		s := m.name + "="
+		if m.hf != "" {
+			s += "hf:" + m.hf
+		} else {
+			s += m.path
+		}
+		if m.chatTemplate != "" {
+			s += "+" + m.chatTemplate
+		}
+		if m.adapterDir != "" {
+			s += "@" + m.adapterDir
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
 }
 
 func TestServeArgs(t *testing.T) {
@@ -51,37 +74,79 @@ max-adapter-mb: 64
 	jsonConfig := writeFile(t, "ruvllm.json", `{"model": "/models/b.gguf", "ctx": 1024}`)
 	badKey := writeFile(t, "bad.yaml", "modle: x\n")
 	nested := writeFile(t, "nested.yaml", "model: {path: x}\n")
+	modelsConfig := writeFile(t, "models.yaml", `
+port: 9001
+models:
+  - {name: qwen, hf: Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf, adapter_dir: /a/qwen}
+  - name: story
+    path: /models/stories.gguf
+    chat-template: chatml
+  - path: /models/x=y.gguf
+`)
+	modelList := writeFile(t, "model-list.yaml", "model: [/m/a.gguf, b=/m/b.gguf]\n")
+	badModels := func(name, models string) string { return writeFile(t, name+".yaml", "models:"+models+"\n") }
 	tests := []struct {
 		name  string
 		args  []string
 		check func(*serveConfig) bool
-		err   string
+		// models, when set, is modelsOf the config.
+		models string
+		err    string
 	}{
 		{"defaults", nil, func(c *serveConfig) bool {
 			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.backend.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second &&
 				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512
-		}, ""},
+		}, "=", ""},
 		{"yaml", []string{"--config", yamlConfig}, func(c *serveConfig) bool {
-			return *c.src.path == "/models/a.gguf" && c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.backend.threads == 3 &&
+			return c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.backend.threads == 3 &&
 				c.corsOrigins == "https://a.example,https://b.example" && c.shutdownTimeout == 3*time.Second &&
 				c.adapterDir == "/var/lib/ruvllm/adapters" && c.maxAdapters == 3 && c.maxAdapterMB == 64
-		}, ""},
+		}, "tiny=/models/a.gguf@/var/lib/ruvllm/adapters", ""},
 		{"flags win over the file", []string{"serve", "--port", "7000", "--config", yamlConfig, "--alias", "cli"}, func(c *serveConfig) bool {
 			return c.port == 7000 && c.alias == "cli" && c.parallel == 2
-		}, ""},
+		}, "cli=/models/a.gguf@/var/lib/ruvllm/adapters", ""},
 		{"json", []string{"--config", jsonConfig}, func(c *serveConfig) bool {
-			return *c.src.path == "/models/b.gguf" && c.ctx == 1024 && c.ctxSet
-		}, ""},
-		{"unknown option in the file", []string{"--config", badKey}, nil, `unknown option "modle"`},
-		{"nested value", []string{"--config", nested}, nil, "not an option value"},
-		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "none.yaml")}, nil, "no such file"},
-		{"model and hf", []string{"--model", "a", "--hf", "o/r/f.gguf"}, nil, "not both"},
-		{"key and key file", []string{"--api-key", "a", "--api-key-file", "f"}, nil, "not both"},
-		{"bad port", []string{"--port", "70000"}, nil, "--port"},
-		{"zero parallel", []string{"--parallel", "0"}, nil, "--parallel"},
-		{"zero max adapters", []string{"--max-adapters", "0"}, nil, "--max-adapters"},
-		{"huge adapter limit", []string{"--max-adapter-mb", "9223372036854775807"}, nil, "--max-adapter-mb"},
-		{"stray argument", []string{"model.gguf"}, nil, "unexpected argument"},
+			return c.ctx == 1024 && c.ctxSet
+		}, "=/models/b.gguf", ""},
+		{"hf", []string{"--hf", "o/r/f.gguf", "--alias", "f"}, nil, "f=hf:o/r/f.gguf", ""},
+		{"two models", []string{"--model", "/m/a.gguf", "--model", "b=/m/x=y.gguf"}, nil, "=/m/a.gguf b=/m/x=y.gguf", ""},
+		{"adapter dir of the first model", []string{"--model", "a=/m/a.gguf", "--model", "b=/m/b.gguf", "--adapter-dir", "/d"}, nil, "a=/m/a.gguf@/d b=/m/b.gguf", ""},
+		{"models in the file", []string{"--config", modelsConfig}, func(c *serveConfig) bool { return c.port == 9001 },
+			"qwen=hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf@/a/qwen story=/models/stories.gguf+chatml =/models/x=y.gguf", ""},
+		{"a list under model", []string{"--config", modelList}, nil, "=/m/a.gguf b=/m/b.gguf", ""},
+		{"--model wins over the file's models", []string{"--config", modelsConfig, "--model", "/m/c.gguf"}, nil, "=/m/c.gguf", ""},
+		{"--hf wins over the file's model", []string{"--config", jsonConfig, "--hf", "o/r/f.gguf"}, nil, "=hf:o/r/f.gguf", ""},
+		{"unknown option in the file", []string{"--config", badKey}, nil, "", `unknown option "modle"`},
+		{"nested value", []string{"--config", nested}, nil, "", "not an option value"},
+		{"missing file", []string{"--config", filepath.Join(t.TempDir(), "none.yaml")}, nil, "", "no such file"},
+		{"model and hf", []string{"--model", "a", "--hf", "o/r/f.gguf"}, nil, "", "not both"},
+		{"no name before =", []string{"--model", "=/m/a.gguf"}, nil, "", "the name before = is empty"},
+		{"no path after =", []string{"--model", "a="}, nil, "", "the path after = is empty"},
+		{"empty --model", []string{"--model", ""}, nil, "=", ""},
+		{"empty model in the file", []string{"--config", writeFile(t, "empty.yaml", "model:\nport: 9002\n")}, func(c *serveConfig) bool { return c.port == 9002 }, "=", ""},
+		{"name with a space", []string{"--model", "my model=/m/a.gguf"}, nil, "", "a space"},
+		{"two models of one name", []string{"--model", "x=/m/a.gguf", "--model", "x=/m/b.gguf"}, nil, "", `two models are named "x"`},
+		{"two files of one name", []string{"--model", "/m/a.gguf", "--model", "/n/a.gguf"}, nil, "", `two models are named "a"`},
+		{"alias with two models", []string{"--model", "/m/a.gguf", "--model", "/m/b.gguf", "--alias", "x"}, nil, "", "--alias names the one model"},
+		{"alias with a named model", []string{"--model", "n=/m/a.gguf", "--alias", "x"}, nil, "", "--alias names the one model"},
+		{"model and models in the file", []string{"--config", badModels("both", " [{path: /a.gguf}]\nmodel: /b.gguf")}, nil, "", "model or models, not both"},
+		{"models not a list", []string{"--config", badModels("notlist", " /a.gguf")}, nil, "", "models must be a list"},
+		{"models entry not a map", []string{"--config", badModels("notmap", " [/a.gguf]")}, nil, "", "models[0] must be"},
+		{"models entry without a file", []string{"--config", badModels("nofile", " [{name: a}]")}, nil, "", "models[0] needs path or hf"},
+		{"models entry with two files", []string{"--config", badModels("twofiles", " [{name: a, path: /a.gguf, hf: o/r/f.gguf}]")}, nil, "", "models[0] needs path or hf"},
+		{"models entry pulled without a name", []string{"--config", badModels("noname", " [{hf: o/r/f.gguf}]")}, nil, "", "models[0] needs a name"},
+		{"models entry with a bad hf", []string{"--config", badModels("badhf", " [{name: a, hf: nothing}]")}, nil, "", "models[0].hf"},
+		{"models entry with an unknown key", []string{"--config", badModels("badkey", " [{name: a, path: /a.gguf, ctx: 5}]")}, nil, "", `unknown key "ctx"`},
+		{"models entry with a list value", []string{"--config", badModels("listval", " [{name: [a], path: /a.gguf}]")}, nil, "", "models[0].name must be a string"},
+		{"models of one name", []string{"--config", badModels("dup", " [{name: a, path: /a.gguf}, {name: a, path: /b.gguf}]")}, nil, "", `two models are named "a"`},
+		{"models sharing an adapter dir", []string{"--config", badModels("shared", " [{path: /a.gguf, adapter_dir: /d}, {path: /b.gguf, adapter_dir: /d/}]")}, nil, "", "two models have the adapter directory"},
+		{"--adapter-dir and the first model's adapter_dir", []string{"--config", badModels("twodirs", " [{path: /a.gguf, adapter_dir: /d}]"), "--adapter-dir", "/e"}, nil, "", "already sets"},
+		{"key and key file", []string{"--api-key", "a", "--api-key-file", "f"}, nil, "", "not both"},
+		{"bad port", []string{"--port", "70000"}, nil, "", "--port"},
+		{"zero parallel", []string{"--parallel", "0"}, nil, "", "--parallel"},
+		{"zero max adapters", []string{"--max-adapters", "0"}, nil, "", "--max-adapters"},
+		{"huge adapter limit", []string{"--max-adapter-mb", "9223372036854775807"}, nil, "", "--max-adapter-mb"},
+		{"stray argument", []string{"model.gguf"}, nil, "", "unexpected argument"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,13 +159,21 @@ max-adapter-mb: 64
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
 				}
+				// Wrong flags and models are usage errors (exit 2); a
+				// file that cannot be read or has unknown options is not.
+				if !errors.Is(err, errUsage) && !strings.Contains(tc.err, "no such file") && !strings.Contains(tc.err, "option") {
+					t.Errorf("%v is not a usage error", err)
+				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !tc.check(c) {
+			if tc.check != nil && !tc.check(c) {
 				t.Errorf("config %+v", c)
+			}
+			if got := modelsOf(c); tc.models != "" && got != tc.models {
+				t.Errorf("models %q, want %q", got, tc.models)
 			}
 		})
 	}
@@ -140,6 +213,16 @@ func startServe(t *testing.T, ctx context.Context, c *serveConfig) (string, <-ch
 	return "", nil
 }
 
+// serveSDK starts serve with c until ctx ends, waits until it is healthy,
+// and returns its address, an SDK client that sends key, and serve's
+// result.
+func serveSDK(t *testing.T, ctx context.Context, c *serveConfig, key string) (string, openai.Client, <-chan error) {
+	t.Helper()
+	base, done := startServe(t, ctx, c)
+	waitHealthy(t, base)
+	return base, openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0)), done
+}
+
 func waitHealthy(t *testing.T, base string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -159,28 +242,28 @@ func waitHealthy(t *testing.T, base string) {
 	t.Fatal("the server did not become healthy")
 }
 
-func testServeConfig(t *testing.T) *serveConfig {
-	c, err := parseServeArgs([]string{"--model", shared.Path(t, "models", "stories260K.gguf"), "--chat-template", "chatml", "--parallel", "2", "--threads", "1"}, io.Discard)
+// testServeConfig serves the synthesized tiny model ("tiny-F32"): these
+// tests are about the command, not about what a model writes, so they run
+// without ../shared. extra are more flags.
+func testServeConfig(t *testing.T, extra ...string) *serveConfig {
+	args := []string{"--model", testmodel.Synth(t, "tiny", "F32"), "--chat-template", "chatml", "--parallel", "2", "--threads", "1"}
+	c, err := parseServeArgs(append(args, extra...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// TestServe runs the serve command on stories260K and talks to it with the
+// TestServe runs the serve command on a synthesized model and talks to it with the
 // official SDK, with an API key from a file and an alias; then it shuts the
 // server down while a stream is running: the stream finishes, serve
 // returns nil, and the port is closed.
 func TestServe(t *testing.T) {
-	c := testServeConfig(t)
-	c.alias = "storyteller"
+	c := testServeConfig(t, "--alias", "storyteller")
 	c.keyFile = writeFile(t, "keys", "secret\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base, done := startServe(t, ctx, c)
-	waitHealthy(t, base)
-
-	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("secret"), option.WithMaxRetries(0))
+	base, client, done := serveSDK(t, ctx, c, "secret")
 	r, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:       "storyteller",
 		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story.")},
@@ -294,22 +377,14 @@ func TestServeLoadFailure(t *testing.T) {
 // form fields is stored; an adapter that does not fit the model is left
 // out at start without stopping the server.
 func TestServeAdapters(t *testing.T) {
-	c := testServeConfig(t)
-	c.adapterDir = t.TempDir()
-	f, err := gguf.Open(*c.src.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cfg, err := models.ReadConfig(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
+	c := testServeConfig(t, "--adapter-dir", dir)
+	cfg := testmodel.Load(t, c.models[0].path).Config
 	a, err := lora.Random(cfg, lora.RandomSpec{Rank: 4, Seed: 1, Amplitude: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WritePEFT(filepath.Join(c.adapterDir, "tales"), cfg); err != nil {
+	if err := a.WritePEFT(filepath.Join(dir, "tales"), cfg); err != nil {
 		t.Fatal(err)
 	}
 	other := *cfg
@@ -318,7 +393,7 @@ func TestServeAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := misfit.WriteGGUF(filepath.Join(c.adapterDir, "misfit.gguf"), kernels.F32); err != nil {
+	if err := misfit.WriteGGUF(filepath.Join(dir, "misfit.gguf"), kernels.F32); err != nil {
 		t.Fatal(err)
 	}
 	ggufPath := filepath.Join(t.TempDir(), "upload.gguf")
@@ -328,14 +403,12 @@ func TestServeAdapters(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base, done := startServe(t, ctx, c)
-	waitHealthy(t, base)
-	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	base, client, done := serveSDK(t, ctx, c, "unused")
 	page, err := client.Models.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Data) != 2 || page.Data[1].ID != "tales" || page.Data[1].JSON.ExtraFields["parent"].Raw() != `"stories260K"` {
+	if len(page.Data) != 2 || page.Data[1].ID != "tales" || page.Data[1].JSON.ExtraFields["parent"].Raw() != `"tiny-F32"` {
 		t.Errorf("models %+v", page.Data)
 	}
 	complete := func(model string) string {
@@ -351,7 +424,7 @@ func TestServeAdapters(t *testing.T) {
 		}
 		return r.Choices[0].Text
 	}
-	plain, tales := complete("stories260K"), complete("tales")
+	plain, tales := complete("tiny-F32"), complete("tales")
 	if plain == tales {
 		t.Errorf("the adapter changes nothing: %q", tales)
 	}
@@ -375,11 +448,93 @@ func TestServeAdapters(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("upload: %d %s", resp.StatusCode, b)
 	}
-	if got := complete("stories260K:uploaded"); got != tales {
+	if got := complete("tiny-F32:uploaded"); got != tales {
 		t.Errorf("the uploaded GGUF of the same adapter writes %q, the PEFT one %q", got, tales)
 	}
-	if _, err := os.Stat(filepath.Join(c.adapterDir, "uploaded.gguf")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "uploaded.gguf")); err != nil {
 		t.Errorf("the upload is not in the adapter directory: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+}
+
+// TestServeModels serves two models from the models: list of a --config
+// file, the second with an adapter directory: both are listed, each
+// answers to its own name with its own engine, "" goes to the first, and
+// the adapter is the second's alone.
+func TestServeModels(t *testing.T) {
+	pathA, pathB := testmodel.Synth(t, "tiny", "F32"), testmodel.Synth(t, "tiny", "Q8_0")
+	dir := t.TempDir()
+	a, err := lora.Random(testmodel.Load(t, pathB).Config, lora.RandomSpec{Rank: 2, Seed: 1, Amplitude: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteGGUF(filepath.Join(dir, "tales.gguf"), kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	config := writeFile(t, "models.yaml", fmt.Sprintf(`
+models:
+  - {name: a, path: %q}
+  - {name: b, path: %q, chat_template: chatml, adapter_dir: %q}
+parallel: 1
+threads: 1
+`, pathA, pathB, dir))
+	c, err := parseServeArgs([]string{"--config", config}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, client, done := serveSDK(t, ctx, c, "unused")
+	// The server is healthy once the first model is served; the second
+	// follows.
+	var page *pagination.Page[openai.Model]
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if page, err = client.Models.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Data) == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	var listed []string
+	for _, m := range page.Data {
+		listed = append(listed, m.ID+"<"+strings.Trim(m.JSON.ExtraFields["parent"].Raw(), `"`))
+	}
+	if want := []string{"a<null", "b<null", "tales<b"}; !slices.Equal(listed, want) {
+		t.Errorf("models %v, want %v", listed, want)
+	}
+	for _, tc := range []struct{ model, answer string }{{"", "a"}, {"a", "a"}, {"b", "b"}, {"tales", "tales"}, {"b:tales", "b:tales"}} {
+		r, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     tc.model,
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
+			MaxTokens: openai.Int(4),
+		})
+		if err != nil || r.Model != tc.answer {
+			t.Errorf("model %q: %+v, %v; want an answer from %q", tc.model, r, err, tc.answer)
+		}
+	}
+	for _, model := range []string{"c", "a:tales"} {
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}, MaxTokens: openai.Int(4),
+		})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" || !strings.Contains(apiErr.Message, `"a" and "b"`) {
+			t.Errorf("model %q: %v", model, err)
+		}
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`ruvllm_model_requests_running{model="a"} 0`, `ruvllm_model_requests_running{model="b"} 0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/ruvllm/ruvllm/api"
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/hub"
+)
+
+// modelSpec is one model the server serves: where its file is, and what is
+// set for it alone.
+type modelSpec struct {
+	// name is the id clients use; "" takes the file name without .gguf.
+	name string
+	// path or hf is the file: a path, or a Hugging Face file to pull;
+	// neither is the default model.
+	path, hf string
+	// chatTemplate overrides --chat-template; adapterDir is the model's
+	// adapter directory ("" for none).
+	chatTemplate, adapterDir string
+}
+
+// id is the model's id as far as it is known before its file is found: a
+// pulled file's name is known once it is pulled.
+func (m modelSpec) id() string {
+	if m.name != "" || m.path == "" {
+		return m.name
+	}
+	return strings.TrimSuffix(filepath.Base(m.path), ".gguf")
+}
+
+// maxModelName bounds a model's name.
+const maxModelName = 256
+
+// checkModelName refuses a name that clients could not send as "model" or
+// read back in a listing.
+func checkModelName(name string) error {
+	if len(name) > maxModelName {
+		return fmt.Errorf("the model name %.32q... is longer than %d bytes", name, maxModelName)
+	}
+	if strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return fmt.Errorf("the model name %q holds a space or a control character", name)
+	}
+	return nil
+}
+
+// parseModelFlag reads one --model: PATH, or NAME=PATH. Only the first =
+// splits, so that NAME=PATH serves a file whose name holds one.
+func parseModelFlag(v string) (modelSpec, error) {
+	name, path, named := strings.Cut(v, "=")
+	switch {
+	case !named:
+		return modelSpec{path: v}, nil
+	case name == "":
+		return modelSpec{}, fmt.Errorf("%q: the name before = is empty (give NAME=PATH, or PATH alone)", v)
+	case path == "":
+		return modelSpec{}, fmt.Errorf("%q: the path after = is empty (give NAME=PATH)", v)
+	}
+	if err := checkModelName(name); err != nil {
+		return modelSpec{}, err
+	}
+	return modelSpec{name: name, path: path}, nil
+}
+
+// modelsKey is the --config key of the list of models; it is not a flag.
+const modelsKey = "models"
+
+// parseModelList reads the models: list of a --config file: each entry
+// {name, path} or {name, hf} (name may be left out with path), and
+// optionally chat_template and adapter_dir.
+func parseModelList(v any) ([]modelSpec, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return nil, errors.New("models must be a list of {name, path} or {name, hf} entries")
+	}
+	specs := make([]modelSpec, len(list))
+	for i, e := range list {
+		where := fmt.Sprintf("models[%d]", i)
+		entry, ok := e.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s must be a {name, path} or {name, hf} entry", where)
+		}
+		spec := &specs[i]
+		for key, val := range entry {
+			dst, known := map[string]*string{
+				"name": &spec.name, "path": &spec.path, "hf": &spec.hf, "chat_template": &spec.chatTemplate, "adapter_dir": &spec.adapterDir,
+			}[strings.ReplaceAll(key, "-", "_")]
+			if !known {
+				return nil, fmt.Errorf("%s: unknown key %q (name, path, hf, chat_template, adapter_dir)", where, key)
+			}
+			if *dst, ok = val.(string); !ok {
+				return nil, fmt.Errorf("%s.%s must be a string", where, key)
+			}
+		}
+		switch {
+		case (spec.path == "") == (spec.hf == ""):
+			return nil, fmt.Errorf("%s needs path or hf, one of them", where)
+		case spec.hf != "" && spec.name == "":
+			return nil, fmt.Errorf("%s needs a name: a pulled file's name is not known before it is pulled", where)
+		}
+		if spec.hf != "" {
+			if _, err := hub.ParseRef(spec.hf); err != nil {
+				return nil, fmt.Errorf("%s.hf: %v", where, err)
+			}
+		}
+		if spec.name != "" {
+			if err := checkModelName(spec.name); err != nil {
+				return nil, fmt.Errorf("%s.name: %v", where, err)
+			}
+		}
+	}
+	return specs, nil
+}
+
+// finishModels settles what is served once flags and file are read: the
+// default model when none is given, --alias and --adapter-dir on the first
+// model, and no two models with one id or one adapter directory.
+func (c *serveConfig) finishModels() error {
+	first := "--model"
+	if len(c.models) == 0 {
+		c.models = []modelSpec{{hf: c.hf}}
+		first = "--hf"
+	} else if c.hf != "" {
+		return fmt.Errorf("%w: give --model (or models in --config) or --hf, not both", errUsage)
+	}
+	if c.alias != "" {
+		if len(c.models) > 1 || c.models[0].name != "" {
+			return fmt.Errorf("%w: --alias names the one model of %s; with several, name each (--model NAME=PATH, or name in models)", errUsage, first)
+		}
+		c.models[0].name = c.alias
+	}
+	if c.adapterDir != "" {
+		if c.models[0].adapterDir != "" {
+			return fmt.Errorf("%w: --adapter-dir is the first model's adapter directory, which its adapter_dir in --config already sets", errUsage)
+		}
+		c.models[0].adapterDir = c.adapterDir
+	}
+	var ids, dirs []string
+	for _, m := range c.models {
+		if id := m.id(); id != "" {
+			if slices.Contains(ids, id) {
+				return fmt.Errorf("%w: two models are named %q; tell them apart with --model NAME=PATH (or name in models)", errUsage, id)
+			}
+			ids = append(ids, id)
+		}
+		if m.adapterDir != "" {
+			d, err := filepath.Abs(m.adapterDir)
+			if err != nil {
+				return err
+			}
+			if slices.Contains(dirs, d) {
+				return fmt.Errorf("%w: two models have the adapter directory %s; give each its own", errUsage, m.adapterDir)
+			}
+			dirs = append(dirs, d)
+		}
+	}
+	return nil
+}
+
+// servedModel is a loaded model with what runs it, closed in reverse.
+type servedModel struct {
+	model   *models.Model
+	backend backends.Backend
+	engine  *backends.Engine
+	api     *api.Model
+}
+
+func (s *servedModel) close() {
+	if s.engine != nil {
+		s.engine.Close()
+	}
+	if s.backend != nil {
+		s.backend.Close()
+	}
+	if s.model != nil {
+		s.model.Close()
+	}
+}
+
+// loadServeModels loads the models one after the other and adds each to
+// srv as soon as it runs, so that the first serves while the next loads.
+// The caller closes what it returns, also on an error.
+func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, srv *api.Server) ([]*servedModel, error) {
+	var loaded []*servedModel
+	for _, spec := range c.models {
+		sm, err := loadServeModel(ctx, c, spec, kv)
+		if err != nil {
+			return loaded, err
+		}
+		loaded = append(loaded, sm)
+		if err := srv.AddModel(sm.api); err != nil {
+			return loaded, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		logger.Info().Str("model", sm.api.ID).Int("ctx", sm.engine.MaxLen()).Int("parallel", c.parallel).Msg("model ready")
+	}
+	return loaded, nil
+}
+
+// loadServeModel finds the model file (downloading it if it is named by
+// hf or is the default), loads it, and starts its own backend and engine.
+func loadServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvcache.Precision) (_ *servedModel, err error) {
+	path, err := resolveModelFile(ctx, spec.path, spec.hf)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	s := &servedModel{}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	template := spec.chatTemplate
+	if template == "" {
+		template = c.chatTemplate
+	}
+	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: template, Logger: logger}); err != nil {
+		return nil, err
+	}
+	trained := s.model.Config.ContextLength
+	maxLen := c.ctx
+	switch {
+	case !c.ctxSet:
+		maxLen = min(defaultServeCtx, trained)
+	case maxLen == 0:
+		maxLen = trained
+	case maxLen > trained:
+		logger.Warn().Str("path", path).Int("ctx", maxLen).Int("trained", trained).Msg("--ctx is larger than the model's trained context; quality may suffer past it")
+	}
+	// Without --kv-memory every slot can fill its context at once; the
+	// blocks the slots do not hold keep earlier prompts for prefix reuse.
+	opt := backends.Options{MaxBatch: c.batch, KVBytes: c.kvMemory, KVTokens: c.parallel * maxLen}
+	if s.backend, err = c.backend.open(s.model, opt); err != nil {
+		return nil, err
+	}
+	tok := s.model.Tokenizer
+	if s.engine, err = backends.NewEngine(s.backend, backends.EngineOptions{
+		Parallel:  c.parallel,
+		QueueSize: c.queue,
+		MaxLen:    maxLen,
+		Batch:     c.batch,
+		KV:        kv,
+		IsEOG:     tok.IsEOG,
+	}); err != nil {
+		return nil, err
+	}
+	id := spec.name
+	if id == "" {
+		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
+	}
+	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Engine: s.engine}
+	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model loaded")
+	if spec.adapterDir != "" {
+		if err := openAdapters(c, spec.adapterDir, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// openAdapters opens a model's adapter directory, loading the adapters in
+// it; one that does not fit the model is logged and left out.
+func openAdapters(c *serveConfig, dir string, s *servedModel) error {
+	maxBytes := c.maxAdapterMB << 20
+	reg, err := lora.NewRegistry(lora.RegistryOptions{
+		Dir:            dir,
+		Config:         s.model.Config,
+		Base:           s.model.File,
+		BaseModel:      s.api.ID,
+		MaxResident:    c.maxAdapters,
+		MaxUploadBytes: maxBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("adapter directory of %s: %w", s.api.ID, err)
+	}
+	for name, why := range reg.Skipped() {
+		logger.Warn().Str("model", s.api.ID).Str("entry", name).Err(why).Msg("adapter directory: entry left out")
+	}
+	names := []string{}
+	for _, in := range reg.List() {
+		names = append(names, in.Name)
+	}
+	logger.Info().Str("model", s.api.ID).Str("dir", reg.Dir()).Strs("adapters", names).Int("max_resident", c.maxAdapters).
+		Int64("max_upload_mb", c.maxAdapterMB).Msg("adapters loaded")
+	s.api.Adapters, s.api.MaxAdapterBytes = reg, maxBytes
+	return nil
+}
