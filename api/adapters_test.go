@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,16 +25,15 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
-	"github.com/ruvllm/ruvllm/models/gguf"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
-// testAdapterBytes is the upload limit of the adapter tests; stories260K's
-// adapters take a few hundred KiB at most.
+// testAdapterBytes is the upload limit of the adapter tests; the adapters
+// of the tiny model and stories260K take a few hundred KiB at most.
 const testAdapterBytes = 1 << 20
 
 // adapterFiles is a random adapter as the files a client uploads.
@@ -44,7 +44,7 @@ type adapterFiles struct {
 }
 
 // makeAdapter makes a random adapter strong enough to change what
-// stories260K writes, and its PEFT and GGUF files.
+// a model writes, and its PEFT and GGUF files.
 func makeAdapter(t *testing.T, cfg *models.Config, rank int, seed uint64) adapterFiles {
 	t.Helper()
 	a, err := lora.Random(cfg, lora.RandomSpec{Rank: rank, Seed: seed, Amplitude: 0.1})
@@ -187,12 +187,12 @@ func TestAdapterLifecycle(t *testing.T) {
 	alpha := makeAdapter(t, rs.model.Config, 4, 1)
 	ctx := context.Background()
 
-	resp, b := postForm(t, rs.URL, [][2]string{{"name", "alpha"}, {"base_model", "stories260K"}}, alpha.peftParts()...)
+	resp, b := postForm(t, rs.URL, [][2]string{{"name", "alpha"}, {"base_model", rs.id}}, alpha.peftParts()...)
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("upload: %d %s", resp.StatusCode, b)
 	}
 	obj := decode[adapterObject](t, b)
-	if obj.ID != "alpha" || obj.Object != "lora_adapter" || obj.Format != lora.FormatPEFT || obj.Rank != 4 || obj.BaseModel != "stories260K" ||
+	if obj.ID != "alpha" || obj.Object != "lora_adapter" || obj.Format != lora.FormatPEFT || obj.Rank != 4 || obj.BaseModel != rs.id ||
 		obj.Targets != len(alpha.a.Targets()) || !obj.Resident || obj.FileBytes != int64(len(alpha.config)+len(alpha.weights)) || obj.Created == 0 {
 		t.Errorf("upload answered %s", b)
 	}
@@ -219,25 +219,25 @@ func TestAdapterLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Data) != 2 || page.Data[0].ID != "stories260K" || page.Data[1].ID != "alpha" {
+		if len(page.Data) != 2 || page.Data[0].ID != rs.id || page.Data[1].ID != "alpha" {
 			t.Fatalf("models %+v", page.Data)
 		}
-		if p := page.Data[1].JSON.ExtraFields["parent"].Raw(); p != `"stories260K"` {
+		if p := page.Data[1].JSON.ExtraFields["parent"].Raw(); p != strconv.Quote(rs.id) {
 			t.Errorf("adapter parent %s", p)
 		}
 		if p := page.Data[0].JSON.ExtraFields["parent"].Raw(); p != "null" {
 			t.Errorf("base parent %s", p)
 		}
-		for _, id := range []string{"alpha", "stories260K:alpha"} {
+		for _, id := range []string{"alpha", rs.id + ":alpha"} {
 			m, err := rs.client.Models.Get(ctx, id)
-			if err != nil || m.ID != "alpha" || m.JSON.ExtraFields["parent"].Raw() != `"stories260K"` {
+			if err != nil || m.ID != "alpha" || m.JSON.ExtraFields["parent"].Raw() != strconv.Quote(rs.id) {
 				t.Errorf("GET /v1/models/%s: %+v, %v", id, m, err)
 			}
 		}
 	})
 
 	t.Run("use by name", func(t *testing.T) {
-		base, err := completeText(t, rs.client, "stories260K")
+		base, err := completeText(t, rs.client, rs.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestAdapterLifecycle(t *testing.T) {
 		if want == base.Choices[0].Text {
 			t.Fatalf("the adapter does not change the text %q: the test proves nothing", want)
 		}
-		for _, model := range []string{"alpha", "stories260K:alpha"} {
+		for _, model := range []string{"alpha", rs.id + ":alpha"} {
 			r, err := completeText(t, rs.client, model)
 			if err != nil {
 				t.Fatal(err)
@@ -286,8 +286,8 @@ func TestAdapterLifecycle(t *testing.T) {
 			{"lora_scale too large", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":5}`, 400, codeInvalidValue},
 			{"lora_scale negative", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":-1}`, 400, codeInvalidValue},
 			{"lora_scale a string", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":"1"}`, 400, codeInvalidType},
-			{"lora_scale without an adapter", "/v1/completions", `{"model":"stories260K","prompt":"x","lora_scale":1}`, 400, codeInvalidValue},
-			{"unknown adapter", "/v1/completions", `{"model":"stories260K:beta","prompt":"x"}`, 404, codeModelNotFound},
+			{"lora_scale without an adapter", "/v1/completions", `{"model":"` + rs.id + `","prompt":"x","lora_scale":1}`, 400, codeInvalidValue},
+			{"unknown adapter", "/v1/completions", `{"model":"` + rs.id + `:beta","prompt":"x"}`, 404, codeModelNotFound},
 			{"other base", "/v1/completions", `{"model":"other-base:alpha","prompt":"x"}`, 404, codeModelNotFound},
 			{"embeddings with an adapter", "/v1/embeddings", `{"model":"alpha","input":"x"}`, 400, codeUnsupported},
 		} {
@@ -537,7 +537,7 @@ func TestAdapterInUse(t *testing.T) {
 // adapter, both stay in memory while used and one after.
 func TestAdapterBatch(t *testing.T) {
 	dir := t.TempDir()
-	rs := startRealServer(t, realOptions{parallel: 3, adapterDir: dir, maxResident: 1, maxAdapterBytes: testAdapterBytes})
+	rs := startRealServer(t, realOptions{stories: true, parallel: 3, adapterDir: dir, maxResident: 1, maxAdapterBytes: testAdapterBytes})
 	fa, fb := makeAdapter(t, rs.model.Config, 4, 1), makeAdapter(t, rs.model.Config, 8, 2)
 	if resp, b := postForm(t, rs.URL, named("a"), fa.peftParts()...); resp.StatusCode != 201 {
 		t.Fatalf("upload a: %d %s", resp.StatusCode, b)
@@ -545,7 +545,7 @@ func TestAdapterBatch(t *testing.T) {
 	if resp, b := postForm(t, rs.URL, named("b"), formFile{"b.gguf", fb.gguf}); resp.StatusCode != 201 {
 		t.Fatalf("upload b: %d %s", resp.StatusCode, b)
 	}
-	models := []string{"a", "b", "stories260K"}
+	models := []string{"a", "b", rs.id}
 	alone := make([]string, len(models))
 	for i, m := range models {
 		r, err := completeText(t, rs.client, m)
@@ -616,11 +616,11 @@ func TestVLLMAdapterRoutes(t *testing.T) {
 	resp, b = do(t, "POST", load, fmt.Sprintf(`{"lora_name":"vb","lora_path":%q}`, abs))
 	wantText("load by absolute path", resp, b, "Success: LoRA adapter 'vb' added successfully.")
 	page, err := rs.client.Models.List(context.Background())
-	if err != nil || len(page.Data) != 3 || page.Data[1].ID != "va" || page.Data[1].JSON.ExtraFields["parent"].Raw() != `"stories260K"` {
+	if err != nil || len(page.Data) != 3 || page.Data[1].ID != "va" || page.Data[1].JSON.ExtraFields["parent"].Raw() != strconv.Quote(rs.id) {
 		t.Errorf("models after the loads: %+v, %v", page, err)
 	}
 	want := engineText(t, rs, f.a, 1)
-	for _, m := range []string{"va", "stories260K:vb"} {
+	for _, m := range []string{"va", rs.id + ":vb"} {
 		if r, err := completeText(t, rs.client, m); err != nil || r.Choices[0].Text != want {
 			t.Errorf("completion with %s: %v, %v; want %q", m, r, err, want)
 		}
@@ -670,7 +670,7 @@ func TestVLLMAdapterRoutes(t *testing.T) {
 // when the server starts, and that one that does not fit is left out.
 func TestAdapterStartup(t *testing.T) {
 	dir := t.TempDir()
-	cfg := storiesConfig(t)
+	cfg := testmodel.Tiny(t).Config
 	f := makeAdapter(t, cfg, 4, 1)
 	if err := f.a.WritePEFT(filepath.Join(dir, "peft-one"), cfg); err != nil {
 		t.Fatal(err)
@@ -688,7 +688,7 @@ func TestAdapterStartup(t *testing.T) {
 	for _, m := range l.Data {
 		ids = append(ids, m.ID)
 	}
-	if !slices.Equal(ids, []string{"stories260K", "gguf-one", "peft-one"}) {
+	if !slices.Equal(ids, []string{rs.id, "gguf-one", "peft-one"}) {
 		t.Errorf("models %v", ids)
 	}
 	if _, ok := rs.adapters.Skipped()["broken.gguf"]; !ok {
@@ -724,19 +724,4 @@ func TestAdaptersDisabled(t *testing.T) {
 	if resp.StatusCode != 405 || !strings.Contains(strings.Join(resp.Header.Values("Allow"), ","), "DELETE") {
 		t.Errorf("PUT: %d, Allow %v", resp.StatusCode, resp.Header.Values("Allow"))
 	}
-}
-
-// storiesConfig reads stories260K's hyperparameters.
-func storiesConfig(t *testing.T) *models.Config {
-	t.Helper()
-	f, err := gguf.Open(shared.Path(t, "models", "stories260K.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cfg, err := models.ReadConfig(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }

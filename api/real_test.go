@@ -28,29 +28,28 @@ import (
 // greedily (DESIGN.md gives the same text from BOS).
 const storiesGreedy = ", there was a little girl named Lily. She loved to play outside in the park."
 
-// realServer serves stories260K (ChatML template) through the real engine.
+// realServer serves a model through the real engine, with the ChatML
+// template: stories260K from ../shared for the tests that know what it
+// writes, else the synthesized tiny model, so that the tests of the HTTP
+// layer run on a fresh machine.
 type realServer struct {
 	*httptest.Server
 	engine *backends.Engine
 	client openai.Client
 	model  *models.Model
+	// id is the model's id: "stories260K" or "tiny".
+	id string
 	// adapters is the registry, when the server was made with an adapter
 	// directory.
 	adapters *lora.Registry
 }
 
-func newRealServer(t *testing.T, parallel int) *realServer {
-	return newRealServerQueue(t, parallel, 0)
-}
-
-// newRealServerQueue is newRealServer with a queue of queue requests (0:
-// the engine's default).
-func newRealServerQueue(t *testing.T, parallel, queue int) *realServer {
-	return startRealServer(t, realOptions{parallel: parallel, queue: queue})
-}
-
 // realOptions configure startRealServer.
 type realOptions struct {
+	// stories serves stories260K (the test skips without ../shared);
+	// otherwise the synthesized tiny model is served.
+	stories bool
+	// queue is the engine's queue (0: its default).
 	parallel, queue int
 	// adapterDir, when set, gives the model an adapter registry there,
 	// with at most maxResident adapters in memory and maxAdapterBytes per
@@ -64,7 +63,10 @@ type realOptions struct {
 
 func startRealServer(t *testing.T, o realOptions) *realServer {
 	t.Helper()
-	m := testmodel.Shared(t, "models", "stories260K.gguf")
+	m, id := testmodel.Tiny(t), "tiny"
+	if o.stories {
+		m, id = testmodel.Shared(t, "models", "stories260K.gguf"), "stories260K"
+	}
 	b := testmodel.Backend(t, "native", m, backends.Options{Threads: 1})
 	tok := m.Tokenizer
 	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: 512, IsEOG: tok.IsEOG})
@@ -72,7 +74,7 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	am := &Model{ID: "stories260K", Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
+	am := &Model{ID: id, Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
 	if o.wrap != nil {
 		am.Engine = o.wrap(eng)
 	}
@@ -93,7 +95,7 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		hs.Close()
 	})
 	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
-	return &realServer{Server: hs, engine: eng, client: client, model: m, adapters: am.Adapters}
+	return &realServer{Server: hs, engine: eng, client: client, model: m, id: id, adapters: am.Adapters}
 }
 
 func userMessage(s string) []openai.ChatCompletionMessageParamUnion {
@@ -103,7 +105,7 @@ func userMessage(s string) []openai.ChatCompletionMessageParamUnion {
 // TestRealModel drives the server with the official Go SDK: completions,
 // chat, streaming, stop strings, seeds, logprobs, embeddings and errors.
 func TestRealModel(t *testing.T) {
-	rs := newRealServer(t, 4)
+	rs := startRealServer(t, realOptions{stories: true, parallel: 4})
 	ctx := context.Background()
 	c := rs.client
 
@@ -292,7 +294,7 @@ func TestRealModel(t *testing.T) {
 // TestRealDisconnect drops a long stream after its first tokens: the
 // engine must stop generating for it at once, not run to max_tokens.
 func TestRealDisconnect(t *testing.T) {
-	rs := newRealServer(t, 1)
+	rs := startRealServer(t, realOptions{parallel: 1})
 	before := rs.engine.Stats().GeneratedTokens
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", rs.URL+"/v1/completions",
@@ -327,7 +329,7 @@ func TestRealDisconnect(t *testing.T) {
 // next request gets 429 with Retry-After, and once the load is gone
 // requests succeed again.
 func TestRealQueueFull(t *testing.T) {
-	rs := newRealServerQueue(t, 1, 1)
+	rs := startRealServer(t, realOptions{parallel: 1, queue: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	open := func() *bufio.Scanner {
@@ -373,7 +375,7 @@ func TestRealQueueFull(t *testing.T) {
 // TestRealDefaultMaxTokens checks that without max_tokens generation runs
 // until the model ends it or the context is full, not to a small cap.
 func TestRealDefaultMaxTokens(t *testing.T) {
-	rs := newRealServer(t, 1)
+	rs := startRealServer(t, realOptions{stories: true, parallel: 1})
 	r, err := rs.client.Completions.New(context.Background(), openai.CompletionNewParams{
 		Model:            "stories260K",
 		Prompt:           openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
@@ -404,7 +406,7 @@ func TestRealDefaultMaxTokens(t *testing.T) {
 // answering, and that afterwards the goroutines and the heap are back to
 // where they started: nothing of a dropped request outlives it.
 func TestRealStreamsDropped(t *testing.T) {
-	rs := newRealServer(t, 4)
+	rs := startRealServer(t, realOptions{parallel: 4})
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	client := &http.Client{Transport: tr}
 	post := func(ctx context.Context, body string) (*http.Response, error) {
