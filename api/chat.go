@@ -32,6 +32,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m := t.model
+	if m.Chat == nil {
+		return unsupported("model", "the model %s has no chat template; use /v1/completions", quote(m.ID))
+	}
 	g, err := s.parseGen(f, len(m.Tokenizer.Vocab().Tokens), "max_completion_tokens", "max_tokens")
 	if err != nil {
 		return err

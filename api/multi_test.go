@@ -340,4 +340,8 @@ func TestAddModel(t *testing.T) {
 	if got, err := s.resolveModel(""); err != nil || got.model.ID != "one" {
 		t.Errorf("default %+v, %v", got, err)
 	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	resp, b := do(t, "POST", hs.URL+"/v1/chat/completions", `{"model":"two","messages":[{"role":"user","content":"hi"}]}`)
+	wantError(t, "chat without a template", resp, b, 400, codeUnsupported, "no chat template")
 }

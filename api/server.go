@@ -44,8 +44,10 @@ type Model struct {
 	// Created is when the model was loaded; zero means when AddModel ran.
 	Created   time.Time
 	Tokenizer *tokenizer.Tokenizer
-	Chat      ChatRenderer
-	Engine    Engine
+	// Chat renders chat completions' prompts; a model without one serves
+	// everything but chat completions.
+	Chat   ChatRenderer
+	Engine Engine
 	// Adapters are the LoRA adapters of the model, which requests name as
 	// "ID:ADAPTER" or "ADAPTER"; nil turns the adapter routes off (they
 	// answer 404). The registry's BaseModel should be ID.
