@@ -1,0 +1,210 @@
+package backends
+
+import (
+	"errors"
+	"fmt"
+)
+
+// run is the scheduler: the only goroutine that touches the backend, the
+// slots and the requests' loop-owned fields.
+func (e *Engine) run() {
+	defer close(e.exited)
+	for {
+		select {
+		case <-e.done:
+			e.shutdown()
+			return
+		default:
+		}
+		e.tick++
+		e.reap()
+		e.admit()
+		if !e.step() {
+			e.wait()
+		}
+	}
+}
+
+// wait blocks until something may have changed: a request arrived or was
+// cancelled, the engine closed, or (when choices wait for their consumers)
+// a short while passed.
+func (e *Engine) wait() {
+	busy := false
+	for i := range e.slots {
+		busy = busy || e.slots[i].state != slotFree
+	}
+	if !busy {
+		select {
+		case <-e.wake:
+		case <-e.done:
+		}
+		return
+	}
+	e.timer.Reset(pausePoll)
+	select {
+	case <-e.wake:
+	case <-e.done:
+	case <-e.timer.C:
+	}
+	e.timer.Stop()
+}
+
+// step builds one Forward call from the decode tokens of the running
+// choices and up to Batch prompt tokens of the starting ones, oldest
+// first, runs it and handles its outputs. It reports false when there was
+// nothing to run.
+func (e *Engine) step() bool {
+	e.steps, e.owner = e.steps[:0], e.owner[:0]
+	for i := range e.slots {
+		s := &e.slots[i]
+		if s.state != slotDecode || !s.req.roomForToken() {
+			continue
+		}
+		s.req.reserved++
+		e.add(s, Step{Seq: s.seq, Tokens: s.next[:], Logits: s.logits})
+	}
+	budget := e.opt.Batch
+	decodes := len(e.steps)
+	if e.prefill == prefillNone && decodes > 0 {
+		budget = 0
+	}
+	for budget > 0 {
+		s := e.oldestUnfed()
+		if s == nil {
+			break
+		}
+		s.passed = e.tick
+		if s.match {
+			e.matchPrefix(s)
+			if s.state == slotDecode {
+				// A resumed choice found all its tokens cached.
+				continue
+			}
+		}
+		n := min(len(s.prompt)-s.fed, budget)
+		st := Step{Seq: s.seq, Tokens: s.prompt[s.fed : s.fed+n]}
+		switch {
+		case s.state == slotEmbed:
+			st.Outputs, st.Hidden = AllTokens, s.hidden[:n*e.info.Dim]
+		case s.fed+n < len(s.prompt) || s.resume:
+		case s.req.roomForToken():
+			s.req.reserved++
+			st.Logits = s.logits
+		default:
+			// The first token would not fit in the stream yet: prefill
+			// all but the last prompt token.
+			n--
+			st.Tokens = st.Tokens[:n]
+		}
+		if n > 0 {
+			budget -= n
+			e.add(s, st)
+		}
+		if e.prefill != prefillAll {
+			break
+		}
+	}
+	if len(e.steps) == 0 {
+		return false
+	}
+	err := e.b.Forward(e.steps)
+	full := errors.Is(err, ErrNoRoom)
+	if err != nil && !full {
+		for i := range e.steps {
+			e.owner[i].seq.Reset()
+		}
+	}
+	gaveUp := full && !e.makeRoom(len(e.steps) > decodes, decodes > 0)
+	if gaveUp {
+		for i := range e.slots {
+			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
+				s.seq.Reset()
+			}
+		}
+	}
+	// Published before any stream of this step ends, so that whoever saw
+	// the end reads figures that count it.
+	e.updateKVBytes()
+	for i := range e.steps {
+		s := e.owner[i]
+		s.req.reserved = 0
+		switch {
+		case full:
+			// Nothing ran; makeRoom decided who waits.
+		case err != nil:
+			e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
+		default:
+			e.after(s, &e.steps[i])
+		}
+		e.steps[i], e.owner[i] = Step{}, nil // drop references to buffers
+	}
+	if gaveUp {
+		for i := range e.slots {
+			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
+				e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
+			}
+		}
+	}
+	return true
+}
+
+func (e *Engine) add(s *slot, st Step) {
+	e.steps = append(e.steps, st)
+	e.owner = append(e.owner, s)
+}
+
+// oldestUnfed is the earliest started slot with prompt tokens left that
+// this iteration has not considered yet.
+func (e *Engine) oldestUnfed() *slot {
+	var best *slot
+	for i := range e.slots {
+		s := &e.slots[i]
+		if s.state != slotPrefill && s.state != slotEmbed {
+			continue
+		}
+		if s.passed == e.tick {
+			if e.prefill != prefillAll {
+				// Only the oldest may prefill, and it has had its turn.
+				return nil
+			}
+			continue
+		}
+		if best == nil || s.started < best.started {
+			best = s
+		}
+	}
+	return best
+}
+
+// after handles the outputs of a slot's step.
+func (e *Engine) after(s *slot, st *Step) {
+	switch s.state {
+	case slotEmbed:
+		dim := e.info.Dim
+		for r := range len(st.Tokens) {
+			for j, v := range st.Hidden[r*dim : (r+1)*dim] {
+				s.pool[j] += float64(v)
+			}
+		}
+		s.fed += len(st.Tokens)
+		if s.fed == len(s.prompt) {
+			e.finish(s, "", nil)
+		}
+	case slotPrefill:
+		s.fed += len(st.Tokens)
+		switch {
+		case s.resume:
+			if s.fed == len(s.prompt) {
+				s.resume = false
+				s.state = slotDecode
+			}
+		case st.Logits != nil:
+			if s.leads {
+				e.share(s)
+			}
+			e.sample(s)
+		}
+	case slotDecode:
+		e.sample(s)
+	}
+}

@@ -1,0 +1,93 @@
+package backends
+
+// sample draws the next token of the slot's choice from its logits and
+// streams it, or ends the choice.
+func (e *Engine) sample(s *slot) {
+	r := s.req
+	id := s.sampler.Sample(s.logits)
+	if e.opt.IsEOG != nil && e.opt.IsEOG(id) {
+		e.finish(s, "stop", nil)
+		return
+	}
+	if len(s.block) == 0 {
+		s.block = make([]Token, min(r.maxTokens-s.made, tokenBlock))
+	}
+	tok := &s.block[0]
+	s.block = s.block[1:]
+	tok.ID = id
+	if r.top >= 0 {
+		var top []TokenLogprob
+		if r.top > 0 {
+			top = make([]TokenLogprob, 0, r.top)
+		}
+		tok.Logprob, top = s.sampler.Logprobs(s.logits, id, r.top, top)
+		if len(top) > 0 {
+			tok.Top = top
+		}
+	}
+	s.sampler.Accept(id)
+	s.made++
+	e.gen.Add(1)
+	r.send(Event{Choice: s.choice, Token: tok})
+	if s.made == r.maxTokens {
+		e.finish(s, "length", nil)
+		return
+	}
+	s.next[0] = id
+	s.state = slotDecode
+}
+
+// finish ends the slot's choice or embedding (err == nil for a normal end)
+// and frees the slot, keeping its cached tokens for prefix reuse.
+func (e *Engine) finish(s *slot, reason string, err error) {
+	e.release(s)
+	r, choice, state := s.req, s.choice, s.state
+	s.req, s.state = nil, slotFree
+	s.resume, s.match = false, false
+	e.prefill = prefillAll
+	s.lastUsed = e.tick
+	// Free the slot before the receiver can see the end, so that Stats
+	// read after the end does not count it.
+	e.mu.Lock()
+	e.idle++
+	e.mu.Unlock()
+	if state == slotEmbed && err == nil {
+		r.embed <- embedResult{vec: s.embedding()}
+		r.unfinished = 0
+		r.stopWake()
+		return
+	}
+	r.end(choice, reason, err)
+}
+
+// roomForToken reports whether the stream can take one more token event
+// while keeping room for the final event of every unfinished choice. Only
+// the loop sends, so the room can only grow meanwhile.
+func (r *request) roomForToken() bool {
+	return cap(r.events)-len(r.events)-r.unfinished-r.reserved >= 1
+}
+
+// send never blocks: roomForToken and the final events' reserve make room.
+func (r *request) send(ev Event) {
+	select {
+	case r.events <- ev:
+	default:
+	}
+}
+
+// end sends the final event of a choice and closes the stream after the
+// last one. An embedding gets its error instead.
+func (r *request) end(choice int, reason string, err error) {
+	r.unfinished--
+	if r.embed != nil {
+		r.embed <- embedResult{err: err}
+	} else {
+		r.send(Event{Choice: choice, Finish: reason, Err: err})
+	}
+	if r.unfinished == 0 {
+		if r.events != nil {
+			close(r.events)
+		}
+		r.stopWake()
+	}
+}
