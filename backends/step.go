@@ -49,11 +49,33 @@ func (e *Engine) wait() {
 	e.timer.Stop()
 }
 
-// step builds one Forward call from the decode tokens of the running
-// choices and up to Batch prompt tokens of the starting ones, oldest
-// first, runs it and handles its outputs. It reports false when there was
-// nothing to run.
+// step runs one iteration: it builds one Forward call from the decode
+// tokens of the running choices and up to Batch prompt tokens of the
+// starting ones, oldest first, runs it, recovers from a call that failed or
+// found no room, and hands each slot its outputs. It reports false when
+// there was nothing to run.
 func (e *Engine) step() bool {
+	decodes := e.buildBatch()
+	if len(e.steps) == 0 {
+		return false
+	}
+	err := e.b.Forward(e.steps)
+	full, gaveUp := e.recoverForward(err, decodes)
+	// Published before any stream of this step ends, so that whoever saw
+	// the end reads figures that count it.
+	e.updateKVBytes()
+	e.fanOut(err, full)
+	if gaveUp {
+		e.failRunning(err)
+	}
+	return true
+}
+
+// buildBatch fills e.steps, and e.owner beside it, with the next Forward
+// call: first the decode step of every running choice whose stream has
+// room for a token, then prefill chunks (addPrefills). It returns the
+// number of decode steps.
+func (e *Engine) buildBatch() (decodes int) {
 	e.steps, e.owner = e.steps[:0], e.owner[:0]
 	for i := range e.slots {
 		s := &e.slots[i]
@@ -63,11 +85,19 @@ func (e *Engine) step() bool {
 		s.req.reserved++
 		e.add(s, Step{Seq: s.seq, Tokens: s.next[:], Logits: s.logits})
 	}
+	decodes = len(e.steps)
 	budget := e.opt.Batch
-	decodes := len(e.steps)
 	if e.prefill == prefillNone && decodes > 0 {
 		budget = 0
 	}
+	e.addPrefills(budget)
+	return decodes
+}
+
+// addPrefills adds the next prompt chunks of the prefilling slots and
+// embeddings, oldest first, up to budget tokens in all: every such slot
+// while prefill is prefillAll, else only the oldest.
+func (e *Engine) addPrefills(budget int) {
 	for budget > 0 {
 		s := e.oldestUnfed()
 		if s == nil {
@@ -104,17 +134,23 @@ func (e *Engine) step() bool {
 			break
 		}
 	}
-	if len(e.steps) == 0 {
-		return false
-	}
-	err := e.b.Forward(e.steps)
-	full := errors.Is(err, ErrNoRoom)
+}
+
+// recoverForward answers a Forward call that returned err, before its
+// outputs are handed out. A failure inside the pass leaves the sequences
+// of the call undefined, so they are reset. A call that found no room in
+// the KV cache (full) changed nothing; makeRoom then decides who waits.
+// When it has nothing left to try (gaveUp), every running choice's
+// sequence is reset, and the caller ends those choices once the outputs
+// are handed out.
+func (e *Engine) recoverForward(err error, decodes int) (full, gaveUp bool) {
+	full = errors.Is(err, ErrNoRoom)
 	if err != nil && !full {
 		for i := range e.steps {
 			e.owner[i].seq.Reset()
 		}
 	}
-	gaveUp := full && !e.makeRoom(len(e.steps) > decodes, decodes > 0)
+	gaveUp = full && !e.makeRoom(len(e.steps) > decodes, decodes > 0)
 	if gaveUp {
 		for i := range e.slots {
 			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
@@ -122,9 +158,13 @@ func (e *Engine) step() bool {
 			}
 		}
 	}
-	// Published before any stream of this step ends, so that whoever saw
-	// the end reads figures that count it.
-	e.updateKVBytes()
+	return full, gaveUp
+}
+
+// fanOut hands every slot of the call its outputs (after), or ends its
+// choice with the call's error, and drops the call's references to the
+// slots' buffers.
+func (e *Engine) fanOut(err error, full bool) {
 	for i := range e.steps {
 		s := e.owner[i]
 		s.req.reserved = 0
@@ -138,14 +178,16 @@ func (e *Engine) step() bool {
 		}
 		e.steps[i], e.owner[i] = Step{}, nil // drop references to buffers
 	}
-	if gaveUp {
-		for i := range e.slots {
-			if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
-				e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
-			}
+}
+
+// failRunning ends every running choice with err, the error of a call
+// that found no room when makeRoom had nothing left to try.
+func (e *Engine) failRunning(err error) {
+	for i := range e.slots {
+		if s := &e.slots[i]; s.state != slotFree && s.state != slotShare {
+			e.finish(s, "", fmt.Errorf("backends: forward: %w", err))
 		}
 	}
-	return true
 }
 
 func (e *Engine) add(s *slot, st Step) {
