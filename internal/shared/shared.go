@@ -10,10 +10,12 @@ import (
 )
 
 // Dir returns the absolute path of ../shared relative to the module root, or ""
-// when it does not exist. RUVLLM_SHARED overrides the location.
+// when it does not exist. RUVLLM_SHARED overrides the location; pointing it at
+// a directory that does not exist (RUVLLM_SHARED=/nonexistent) runs the tests
+// as on a fresh machine.
 func Dir() string {
 	if d := os.Getenv("RUVLLM_SHARED"); d != "" {
-		return d
+		return existingDir(d)
 	}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -21,16 +23,24 @@ func Dir() string {
 	}
 	for d := wd; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			s := filepath.Join(filepath.Dir(d), "shared")
-			if st, err := os.Stat(s); err == nil && st.IsDir() {
-				return s
-			}
-			return ""
+			return existingDir(filepath.Join(filepath.Dir(d), "shared"))
 		}
 		if filepath.Dir(d) == d {
 			return ""
 		}
 	}
+}
+
+// existingDir is d made absolute when it is a directory, else "".
+func existingDir(d string) string {
+	if st, err := os.Stat(d); err != nil || !st.IsDir() {
+		return ""
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return ""
+	}
+	return abs
 }
 
 // Path joins parts under the shared directory and skips tb when the file or
@@ -39,7 +49,7 @@ func Path(tb testing.TB, parts ...string) string {
 	tb.Helper()
 	d := Dir()
 	if d == "" {
-		tb.Skip("../shared test data is absent; skipping")
+		tb.Skip("the test data directory ../shared (or $RUVLLM_SHARED) is absent; skipping")
 	}
 	p := filepath.Join(append([]string{d}, parts...)...)
 	if _, err := os.Stat(p); err != nil {
