@@ -24,21 +24,24 @@ func (j *countJob) Do(task, worker int) {
 	j.hits[task].Add(1)
 }
 
-func (j *countJob) check(t *testing.T, n int) {
-	t.Helper()
+// check reports whether tasks 0 … n-1 ran once each and no other task
+// ran, and resets the counts. It returns an error rather than failing the
+// test, so that goroutines other than the test's can call it.
+func (j *countJob) check(n int) error {
 	for i := range n {
 		if h := j.hits[i].Swap(0); h != 1 {
-			t.Fatalf("task %d of %d ran %d times", i, n, h)
+			return fmt.Errorf("task %d of %d ran %d times", i, n, h)
 		}
 	}
 	for i := n; i < len(j.hits); i++ {
 		if h := j.hits[i].Load(); h != 0 {
-			t.Fatalf("task %d beyond %d ran", i, n)
+			return fmt.Errorf("task %d beyond %d ran", i, n)
 		}
 	}
 	if b := j.badWork.Load(); b != 0 {
-		t.Fatalf("%d calls with a worker number outside [0, %d)", b, j.size)
+		return fmt.Errorf("%d calls with a worker number outside [0, %d)", b, j.size)
 	}
+	return nil
 }
 
 func TestPoolRunsEveryTaskOnce(t *testing.T) {
@@ -54,7 +57,9 @@ func TestPoolRunsEveryTaskOnce(t *testing.T) {
 			for range 2000 {
 				n := r.IntN(len(j.hits) + 1)
 				p.Run(n, j)
-				j.check(t, n)
+				if err := j.check(n); err != nil {
+					t.Fatal(err)
+				}
 			}
 		})
 	}
@@ -67,7 +72,9 @@ func TestPoolAfterParking(t *testing.T) {
 	for range 3 {
 		time.Sleep(20 * time.Millisecond) // long past the spin budget: workers park
 		p.Run(64, j)
-		j.check(t, 64)
+		if err := j.check(64); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -100,7 +107,11 @@ func TestPoolConcurrentRuns(t *testing.T) {
 			for i := range 300 {
 				n := (i*7 + g) % 51
 				p.Run(n, j)
-				j.check(t, n)
+				if err := j.check(n); err != nil {
+					// t.Fatal must not be called from this goroutine.
+					t.Errorf("goroutine %d, run %d: %v", g, i, err)
+					return
+				}
 			}
 		}()
 	}
@@ -111,7 +122,9 @@ func TestPoolNilAndClosed(t *testing.T) {
 	var nilPool *Pool
 	j := &countJob{hits: make([]atomic.Int32, 10), size: 1}
 	nilPool.Run(10, j)
-	j.check(t, 10)
+	if err := j.check(10); err != nil {
+		t.Fatal(err)
+	}
 	nilPool.Close()
 
 	p := NewPool(4)
@@ -121,7 +134,9 @@ func TestPoolNilAndClosed(t *testing.T) {
 		t.Errorf("closed pool Size() = %d, want 1", p.Size())
 	}
 	p.Run(10, j)
-	j.check(t, 10)
+	if err := j.check(10); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestPoolRunDoesNotAllocate(t *testing.T) {
