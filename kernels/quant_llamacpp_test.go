@@ -78,7 +78,13 @@ func openShared(t *testing.T, model string) *gguf.File {
 // GemmVecDot for a row of a prompt.
 func TestVecDotMatchesLlamaCpp(t *testing.T) {
 	fx := loadOps(t)
+	// The fixture's activations are in the repository, the weights they
+	// multiply in ../shared: without them the test skips, and with a file
+	// missing its cases skip and so does the check that the fixture covers
+	// every type.
+	shared.Path(t, "models", "mini")
 	seen := map[kernels.DType]bool{}
+	opened := 0 // cases whose file is there
 	for _, c := range fx.Dots {
 		name := c.Model + "/" + c.Tensor
 		if c.Batched {
@@ -86,6 +92,7 @@ func TestVecDotMatchesLlamaCpp(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := openShared(t, c.Model)
+			opened++
 			ti, ok := f.Tensor(c.Tensor)
 			if !ok {
 				t.Fatalf("no tensor %s", c.Tensor)
@@ -113,7 +120,7 @@ func TestVecDotMatchesLlamaCpp(t *testing.T) {
 	}
 	for _, typ := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q8_0, kernels.Q4_0,
 		kernels.Q4_1, kernels.Q5_0, kernels.Q5_1, kernels.Q2_K, kernels.Q3_K, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K} {
-		if !seen[typ] && !t.Failed() && !t.Skipped() {
+		if !seen[typ] && !t.Failed() && opened == len(fx.Dots) {
 			t.Errorf("the fixture has no %v product", typ)
 		}
 	}
