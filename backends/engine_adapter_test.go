@@ -15,16 +15,16 @@ import (
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
-// openStoriesConfig is openStories with the model's hyperparameters, which
-// random adapters are made for.
-func openStoriesConfig(tb testing.TB) (backends.Backend, *models.Config) {
+// openTinyConfig is openTiny with the model's hyperparameters, which random
+// adapters are made for.
+func openTinyConfig(tb testing.TB) (backends.Backend, *models.Config) {
 	tb.Helper()
-	m := testmodel.Shared(tb, "models", "stories260K.gguf")
+	m := testmodel.Tiny(tb)
 	return testmodel.Backend(tb, "native", m, backends.Options{Threads: 1}), m.Config
 }
 
 // strongAdapter is a random adapter on every linear layer, large enough to
-// change stories260K's greedy continuation.
+// change the model's greedy continuation.
 func strongAdapter(tb testing.TB, cfg *models.Config, rank int, seed uint64) *lora.Adapter {
 	tb.Helper()
 	a, err := lora.Random(cfg, lora.RandomSpec{Rank: rank, Seed: seed, Amplitude: 0.1})
@@ -35,7 +35,8 @@ func strongAdapter(tb testing.TB, cfg *models.Config, rank int, seed uint64) *lo
 	return a
 }
 
-// adapterPrompt is a story opening of stories260K's vocabulary.
+// adapterPrompt is a prompt of eleven tokens, a story opening in
+// stories260K's vocabulary.
 var adapterPrompt = []tokenizer.ID{1, 415, 278, 396, 259, 375, 290, 437, 398, 358, 350}
 
 // sameResult compares two runs token by token, logprobs included, within
@@ -70,7 +71,7 @@ func sameTokens(got, want choiceResult) error {
 // adapter B, no adapter and A at half scale in one batch, and checks that
 // each gets exactly the tokens it gets alone.
 func TestEngineAdaptersBatchedMatchAlone(t *testing.T) {
-	b, cfg := openStoriesConfig(t)
+	b, cfg := openTinyConfig(t)
 	aA, aB := strongAdapter(t, cfg, 4, 1), strongAdapter(t, cfg, 8, 2)
 	const n = 16
 	reqs := []backends.Request{
@@ -117,7 +118,7 @@ func TestEngineAdaptersBatchedMatchAlone(t *testing.T) {
 // a request with the same adapter and scale, and that a slot running the
 // request's adapter is preferred.
 func TestEngineAdapterPrefixReuse(t *testing.T) {
-	b, cfg := openStoriesConfig(t)
+	b, cfg := openTinyConfig(t)
 	aA, aB := strongAdapter(t, cfg, 4, 1), strongAdapter(t, cfg, 8, 2)
 	run := func(e *backends.Engine, r backends.Request) (choiceResult, int) {
 		t.Helper()
@@ -202,7 +203,7 @@ func TestEngineAdapterPrefixReuse(t *testing.T) {
 // TestEngineEmbedAfterAdapter checks that an embedding never runs with the
 // adapter a slot's previous request used.
 func TestEngineEmbedAfterAdapter(t *testing.T) {
-	b, cfg := openStoriesConfig(t)
+	b, cfg := openTinyConfig(t)
 	a := strongAdapter(t, cfg, 4, 1)
 	base := newEngine(t, b, backends.EngineOptions{Parallel: 1})
 	want, err := base.Embed(context.Background(), adapterPrompt)
@@ -222,7 +223,7 @@ func TestEngineEmbedAfterAdapter(t *testing.T) {
 }
 
 func TestEngineAdapterRejects(t *testing.T) {
-	b, cfg := openStoriesConfig(t)
+	b, cfg := openTinyConfig(t)
 	a := strongAdapter(t, cfg, 4, 1)
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 1})
 	for _, scale := range []float32{float32(math.NaN()), float32(math.Inf(1))} {

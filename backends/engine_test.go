@@ -23,19 +23,31 @@ import (
 const storiesGreedy = "403 407 261 378 432 383 286 261 376 298 315 421 395 317 426 338 401 396 267 337 " +
 	"410 408 419 292 411 322 265 282 295 433 426 385 328 432 358 394 261 370 432 352"
 
-// openModel runs a model of the shared test data on the native backend.
+// openModel runs a model of the shared test data on the native backend,
+// skipping the test when it is absent.
 func openModel(tb testing.TB, parts ...string) backends.Backend {
 	tb.Helper()
-	return openModelWith(tb, backends.Options{}, parts...)
+	return testmodel.Backend(tb, "native", testmodel.Shared(tb, parts...), backends.Options{})
 }
 
-func openModelWith(tb testing.TB, opt backends.Options, parts ...string) backends.Backend {
-	tb.Helper()
-	return testmodel.Backend(tb, "native", testmodel.Shared(tb, parts...), opt)
-}
-
+// openStories runs stories260K, for the tests of its known greedy text.
 func openStories(tb testing.TB) backends.Backend {
+	tb.Helper()
 	return openModel(tb, "models", "stories260K.gguf")
+}
+
+// openTiny runs the synthesized "tiny" model (random weights, a vocabulary
+// of 1024) on the native backend. The engine's tests need some model, not a
+// trained one: they compare the engine with direct runs of the backend, so
+// they run on any machine.
+func openTiny(tb testing.TB) backends.Backend {
+	tb.Helper()
+	return openTinyWith(tb, backends.Options{})
+}
+
+func openTinyWith(tb testing.TB, opt backends.Options) backends.Backend {
+	tb.Helper()
+	return testmodel.Backend(tb, "native", testmodel.Tiny(tb), opt)
 }
 
 func newEngine(tb testing.TB, b backends.Backend, o backends.EngineOptions) *backends.Engine {
@@ -152,10 +164,7 @@ func directGreedy(tb testing.TB, b backends.Backend, prompt []tokenizer.ID, n in
 	}
 	defer seq.Close()
 	logits := make([]float32, b.Model().VocabSize)
-	toks := make([]tokenizer.ID, len(prompt))
-	for i, t := range prompt {
-		toks[i] = t
-	}
+	toks := slices.Clone(prompt)
 	var out []tokenizer.ID
 	var margins []float32
 	for range n {
@@ -188,26 +197,43 @@ func sameGreedy(got, want []tokenizer.ID, margins []float32) error {
 	return nil
 }
 
+// TestEngineAloneMatchesGreedy: one greedy request alone in the engine gets
+// the tokens of a direct run of the backend, and on stories260K its known
+// text.
 func TestEngineAloneMatchesGreedy(t *testing.T) {
-	b := openStories(t)
-	want := parseIDs(storiesGreedy)
-	for _, batch := range []int{0, 1} {
-		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
-			e := newEngine(t, b, backends.EngineOptions{Parallel: 2, Batch: batch})
-			s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: len(want), TopLogprobs: -1})
-			res := collect(t, s, 1)[0]
-			if !slices.Equal(res.ids(), want) {
-				t.Errorf("tokens\n got %v\nwant %v", res.ids(), want)
+	for _, m := range []struct {
+		name string
+		open func(testing.TB) backends.Backend
+		want []tokenizer.ID // the continuation of BOS; nil: a direct run's
+	}{
+		{"tiny", openTiny, nil},
+		{"stories260K", openStories, parseIDs(storiesGreedy)},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			b := m.open(t)
+			want := m.want
+			if want == nil {
+				want, _ = directGreedy(t, b, []tokenizer.ID{1}, 40)
 			}
-			if res.finish != "length" || res.err != nil {
-				t.Errorf("finish %q, err %v; want length", res.finish, res.err)
-			}
-			if s.PromptTokens != 1 || s.CachedTokens != 0 {
-				t.Errorf("prompt tokens %d, cached %d; want 1, 0", s.PromptTokens, s.CachedTokens)
-			}
-			st := e.Stats()
-			if st.GeneratedTokens != uint64(len(want)) || st.PromptTokens != 1 || st.Running != 0 || st.Queued != 0 || st.KVBytes <= 0 {
-				t.Errorf("stats %+v", st)
+			for _, batch := range []int{0, 1} {
+				t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+					e := newEngine(t, b, backends.EngineOptions{Parallel: 2, Batch: batch})
+					s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: len(want), TopLogprobs: -1})
+					res := collect(t, s, 1)[0]
+					if !slices.Equal(res.ids(), want) {
+						t.Errorf("tokens\n got %v\nwant %v", res.ids(), want)
+					}
+					if res.finish != "length" || res.err != nil {
+						t.Errorf("finish %q, err %v; want length", res.finish, res.err)
+					}
+					if s.PromptTokens != 1 || s.CachedTokens != 0 {
+						t.Errorf("prompt tokens %d, cached %d; want 1, 0", s.PromptTokens, s.CachedTokens)
+					}
+					st := e.Stats()
+					if st.GeneratedTokens != uint64(len(want)) || st.PromptTokens != 1 || st.Running != 0 || st.Queued != 0 || st.KVBytes <= 0 {
+						t.Errorf("stats %+v", st)
+					}
+				})
 			}
 		})
 	}
@@ -250,7 +276,7 @@ func (w *watched) snapshot() [][]stepShape {
 }
 
 func TestEngineConcurrentMatchesAlone(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
 	prompts := [][]tokenizer.ID{
 		{1},
 		{1, 403, 407, 261, 378},
@@ -306,7 +332,8 @@ func TestEngineConcurrentMatchesAlone(t *testing.T) {
 }
 
 func TestEngineRejects(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
+	vocab := tokenizer.ID(b.Model().VocabSize)
 	e := newEngine(t, b, backends.EngineOptions{MaxLen: 64})
 	if e.MaxLen() != 64 {
 		t.Fatalf("MaxLen %d, want 64", e.MaxLen())
@@ -321,13 +348,13 @@ func TestEngineRejects(t *testing.T) {
 		{"prompt over context", backends.Request{Prompt: make([]tokenizer.ID, 65), MaxTokens: 1}, backends.ErrContextLength},
 		{"no prompt", backends.Request{MaxTokens: 5}, backends.ErrInvalidRequest},
 		{"no max tokens", backends.Request{Prompt: ten}, backends.ErrInvalidRequest},
-		{"token outside vocab", backends.Request{Prompt: []tokenizer.ID{1, 512}, MaxTokens: 5}, backends.ErrInvalidRequest},
+		{"token outside vocab", backends.Request{Prompt: []tokenizer.ID{1, vocab}, MaxTokens: 5}, backends.ErrInvalidRequest},
 		{"negative token", backends.Request{Prompt: []tokenizer.ID{-1}, MaxTokens: 5}, backends.ErrInvalidRequest},
 		{"too many choices", backends.Request{Prompt: ten, MaxTokens: 5, N: backends.MaxChoices + 1}, backends.ErrInvalidRequest},
 		{"negative choices", backends.Request{Prompt: ten, MaxTokens: 5, N: -1}, backends.ErrInvalidRequest},
 		{"too many logprobs", backends.Request{Prompt: ten, MaxTokens: 5, TopLogprobs: backends.MaxTopLogprobs + 1}, backends.ErrInvalidRequest},
 		{"bad temperature", backends.Request{Prompt: ten, MaxTokens: 5, Sampling: backends.Params{Temperature: 3}}, backends.ErrInvalidRequest},
-		{"bias outside vocab", backends.Request{Prompt: ten, MaxTokens: 5, Sampling: backends.Params{LogitBias: map[tokenizer.ID]float32{600: 1}}}, backends.ErrInvalidRequest},
+		{"bias outside vocab", backends.Request{Prompt: ten, MaxTokens: 5, Sampling: backends.Params{LogitBias: map[tokenizer.ID]float32{vocab: 1}}}, backends.ErrInvalidRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := e.Submit(context.Background(), c.r)
@@ -354,7 +381,7 @@ func TestEngineRejects(t *testing.T) {
 }
 
 func TestEngineQueueFull(t *testing.T) {
-	w := &watched{Backend: openStories(t), gate: make(chan struct{})}
+	w := &watched{Backend: openTiny(t), gate: make(chan struct{})}
 	e := newEngine(t, w, backends.EngineOptions{Parallel: 1, QueueSize: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -407,7 +434,8 @@ func TestEngineQueueFull(t *testing.T) {
 }
 
 func TestEngineCancel(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
+	greedy, _ := directGreedy(t, b, []tokenizer.ID{1}, 5)
 	for _, c := range []struct {
 		name  string
 		steps int // forward calls the gate lets through before the cancellation
@@ -446,7 +474,7 @@ func TestEngineCancel(t *testing.T) {
 			}
 			// The slot is free for the next request.
 			res = collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 5}), 1)[0]
-			if !slices.Equal(res.ids(), parseIDs(storiesGreedy)[:5]) {
+			if !slices.Equal(res.ids(), greedy) {
 				t.Errorf("after the cancellation: %v, err %v", res.ids(), res.err)
 			}
 		})
@@ -463,8 +491,21 @@ func TestEngineCancel(t *testing.T) {
 }
 
 func TestEngineFinishReasons(t *testing.T) {
-	b := openStories(t)
-	greedy := parseIDs(storiesGreedy)
+	b := openTiny(t)
+	greedy, _ := directGreedy(t, b, []tokenizer.ID{1}, 20)
+	// The end-of-generation token of the first cases is the latest of the
+	// first five greedy tokens that no earlier one repeats: the tokens before
+	// it are sent, it ends the choice.
+	k := 4
+	for k > 0 && slices.Index(greedy, greedy[k]) != k {
+		k--
+	}
+	if k == 0 {
+		t.Fatalf("the greedy continuation %v repeats its first token: no case would end on a later one", greedy)
+	}
+	isToken := func(tok tokenizer.ID) func(tokenizer.ID) bool {
+		return func(id tokenizer.ID) bool { return id == tok }
+	}
 	for _, c := range []struct {
 		name      string
 		eog       func(tokenizer.ID) bool
@@ -472,12 +513,11 @@ func TestEngineFinishReasons(t *testing.T) {
 		want      []tokenizer.ID
 		finish    string
 	}{
-		// 432 is the fifth greedy token: four are sent, the fifth ends.
-		{"eog", func(id tokenizer.ID) bool { return id == 432 }, 20, greedy[:4], "stop"},
-		{"eog on the first token", func(id tokenizer.ID) bool { return id == 403 }, 20, nil, "stop"},
+		{"eog", isToken(greedy[k]), 20, greedy[:k], "stop"},
+		{"eog on the first token", isToken(greedy[0]), 20, nil, "stop"},
 		{"max tokens", nil, 5, greedy[:5], "length"},
 		{"one token", nil, 1, greedy[:1], "length"},
-		{"eog after max tokens", func(id tokenizer.ID) bool { return id == 432 }, 4, greedy[:4], "length"},
+		{"eog after max tokens", isToken(greedy[k]), k, greedy[:k], "length"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEngine(t, b, backends.EngineOptions{Parallel: 1, IsEOG: c.eog})
@@ -490,9 +530,9 @@ func TestEngineFinishReasons(t *testing.T) {
 }
 
 func TestEngineLogprobs(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
+	greedy, _ := directGreedy(t, b, []tokenizer.ID{1}, 6)
 	e := newEngine(t, b, backends.EngineOptions{})
-	greedy := parseIDs(storiesGreedy)[:6]
 	for _, top := range []int{-1, 0, 3, backends.MaxTopLogprobs} {
 		t.Run(fmt.Sprintf("top=%d", top), func(t *testing.T) {
 			res := collect(t, submit(t, e, backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: len(greedy), TopLogprobs: top}), 1)[0]
@@ -547,10 +587,7 @@ func directSample(tb testing.TB, b backends.Backend, p backends.Params, prompt [
 	defer seq.Close()
 	smp := backends.NewSampler(p, b.Model().VocabSize)
 	logits := make([]float32, b.Model().VocabSize)
-	toks := make([]tokenizer.ID, len(prompt))
-	for i, t := range prompt {
-		toks[i] = t
-	}
+	toks := slices.Clone(prompt)
 	var out []tokenizer.ID
 	for range n {
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: logits}}); err != nil {
@@ -565,7 +602,7 @@ func directSample(tb testing.TB, b backends.Backend, p backends.Params, prompt [
 }
 
 func TestEngineSamplingMatchesDirect(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
 	seed := int64(7)
 	prompt := []tokenizer.ID{1, 403, 407}
 	const n = 30
@@ -581,6 +618,7 @@ func TestEngineSamplingMatchesDirect(t *testing.T) {
 	for i, c := range cases {
 		want[i] = directSample(t, b, c.p, prompt, n)
 	}
+	plain, _ := directGreedy(t, b, prompt, n)
 	// All at once, in one engine whose slots are reused by the next case:
 	// each slot's sampler must take its request's parameters afresh.
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 2})
@@ -593,13 +631,13 @@ func TestEngineSamplingMatchesDirect(t *testing.T) {
 			t.Errorf("%s:\n got %v\nwant %v", c.name, got, want[i])
 		}
 	}
-	if slices.Equal(want[0], parseIDs(storiesGreedy)[2:2+n]) {
+	if slices.Equal(want[0], plain) {
 		t.Error("the penalties changed nothing: the case tests nothing")
 	}
 }
 
 func TestEngineChoices(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
 	seed := int64(42)
 	r := backends.Request{
 		Prompt:    []tokenizer.ID{1, 403, 407},
@@ -635,7 +673,7 @@ func TestEngineChoices(t *testing.T) {
 }
 
 func TestEnginePrefixReuse(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
 	first := backends.Request{Prompt: []tokenizer.ID{1, 403, 407}, MaxTokens: 20}
 	run := func(noReuse bool) (out1, out2 []tokenizer.ID, cached int, st backends.EngineStats) {
 		e := newEngine(t, b, backends.EngineOptions{Parallel: 2, NoPrefixReuse: noReuse})
@@ -683,7 +721,7 @@ func norm(v []float32) float64 {
 }
 
 func TestEngineEmbed(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 2, Batch: 3})
 	ctx := context.Background()
 	in := []tokenizer.ID{1, 403, 407, 261, 378, 432, 383}
@@ -717,12 +755,8 @@ func TestEngineEmbed(t *testing.T) {
 	}
 	dim := b.Model().Dim
 	hidden := make([]float32, len(in)*dim)
-	toks := make([]tokenizer.ID, len(in))
-	for i, v := range in {
-		toks[i] = v
-	}
 	e.Close() // the backend is ours again
-	if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Outputs: backends.AllTokens, Hidden: hidden}}); err != nil {
+	if err := b.Forward([]backends.Step{{Seq: seq, Tokens: slices.Clone(in), Outputs: backends.AllTokens, Hidden: hidden}}); err != nil {
 		t.Fatal(err)
 	}
 	mean := make([]float32, dim)
@@ -740,7 +774,8 @@ func TestEngineEmbed(t *testing.T) {
 }
 
 func TestEngineEmbedWhileGenerating(t *testing.T) {
-	b := openStories(t)
+	b := openTiny(t)
+	greedy, margins := directGreedy(t, b, []tokenizer.ID{1}, 40)
 	e := newEngine(t, b, backends.EngineOptions{Parallel: 3, Batch: 4})
 	in := []tokenizer.ID{1, 403, 407, 261, 378, 432, 383}
 	alone, err := e.Embed(context.Background(), in)
@@ -758,13 +793,13 @@ func TestEngineEmbedWhileGenerating(t *testing.T) {
 			t.Fatalf("element %d: %v in a batch, %v alone", j, mixed[j], alone[j])
 		}
 	}
-	if res := collect(t, s, 1)[0]; !slices.Equal(res.ids(), parseIDs(storiesGreedy)[1:40]) {
-		t.Errorf("generation beside an embedding: %v", res.ids())
+	if err := sameGreedy(collect(t, s, 1)[0].ids(), greedy[1:], margins[1:]); err != nil {
+		t.Errorf("generation beside an embedding: %v", err)
 	}
 }
 
 func TestEngineClose(t *testing.T) {
-	w := &watched{Backend: openStories(t), gate: make(chan struct{})}
+	w := &watched{Backend: openTiny(t), gate: make(chan struct{})}
 	before := runtime.NumGoroutine()
 	e, err := backends.NewEngine(w, backends.EngineOptions{Parallel: 1, QueueSize: 2})
 	if err != nil {
@@ -1089,7 +1124,7 @@ func TestEnginePreemption(t *testing.T) {
 // room to spare, within a bounded number of preemptions.
 func TestEnginePreemptionNative(t *testing.T) {
 	run := func(kvTokens int) ([][]tokenizer.ID, backends.EngineStats) {
-		b := openModelWith(t, backends.Options{Threads: 1, KVTokens: kvTokens}, "models", "stories260K.gguf")
+		b := openTinyWith(t, backends.Options{Threads: 1, KVTokens: kvTokens})
 		e := newEngine(t, b, backends.EngineOptions{Parallel: 4, MaxLen: 256})
 		var streams []*backends.Stream
 		for i := range 4 {
