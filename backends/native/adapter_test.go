@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
@@ -73,17 +73,17 @@ func maxRelDiff(x, y []float32) float64 {
 // tokens with the default F16 cache.
 func TestAdapterMatchesMerged(t *testing.T) {
 	cases := []struct {
-		model string
+		model testModel
 		rank  int
 	}{
-		{"mini-llama-F32.gguf", 1},
-		{"mini-llama-F32.gguf", 4},
-		{"mini-llama-F32.gguf", 8},
-		{"mini-qwen2-F32.gguf", 4},
+		{synthModel("tiny", "F32", 0), 1},
+		{synthModel("tiny", "F32", 0), 4},
+		{synthModel("tiny", "F32", 0), 8},
+		{sharedModel(0, "models", "mini", "mini-qwen2-F32.gguf"), 4},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s rank %d", c.model, c.rank), func(t *testing.T) {
-			b, f, cfg := openFile(t, shared.Path(t, "models", "mini", c.model), backends.Options{Threads: 2})
+		t.Run(fmt.Sprintf("%s rank %d", c.model.name, c.rank), func(t *testing.T) {
+			b, f, cfg := openFile(t, c.model.path(t), backends.Options{Threads: 2})
 			a := randomAdapter(t, cfg, c.rank, uint64(c.rank))
 			dir := t.TempDir()
 			peftDir, ggufPath, merged := filepath.Join(dir, "peft"), filepath.Join(dir, "a.gguf"), filepath.Join(dir, "merged.gguf")
@@ -136,7 +136,7 @@ func TestAdapterMatchesMerged(t *testing.T) {
 // that each gets exactly what it gets alone, also when the batch is split
 // over passes.
 func TestAdapterBatchEqualsAlone(t *testing.T) {
-	path := shared.Path(t, "models", "mini", "mini-llama-F32.gguf")
+	path := testmodel.Synth(t, "tiny", "F32")
 	for _, maxBatch := range []int{0, 5} {
 		t.Run(fmt.Sprintf("max batch %d", maxBatch), func(t *testing.T) {
 			b, _, cfg := openFile(t, path, backends.Options{Threads: 2, MaxBatch: maxBatch})
@@ -202,7 +202,7 @@ func TestAdapterBatchEqualsAlone(t *testing.T) {
 }
 
 func TestSetAdapter(t *testing.T) {
-	b, _, cfg := openFile(t, shared.Path(t, "models", "mini", "mini-llama-F32.gguf"), backends.Options{Threads: 1})
+	b, _, cfg := openFile(t, testmodel.Synth(t, "tiny", "F32"), backends.Options{Threads: 1})
 	vocab := b.Model().VocabSize
 	a := randomAdapter(t, cfg, 2, 3)
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
@@ -270,7 +270,7 @@ func mustTarget(t *testing.T, name string, in, out int) *lora.Target {
 // TestAdapterDecodeAllocatesNothing keeps the hot path allocation-free
 // with adapters.
 func TestAdapterDecodeAllocatesNothing(t *testing.T) {
-	b, _, cfg := openFile(t, shared.Path(t, "models", "mini", "mini-llama-Q4_K_M.gguf"), backends.Options{Threads: 2})
+	b, _, cfg := openFile(t, testmodel.Synth(t, "tiny", "Q4_K_M"), backends.Options{Threads: 2})
 	vocab := b.Model().VocabSize
 	a1, a2 := randomAdapter(t, cfg, 4, 1), randomAdapter(t, cfg, 8, 2)
 	s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 256})

@@ -7,28 +7,24 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
-	"github.com/ruvllm/ruvllm/models"
-	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
-// open loads a model file from the shared test data.
+// open loads a model file from the shared test data, skipping the test
+// when it is absent.
 func open(tb testing.TB, opt backends.Options, parts ...string) *Backend {
 	tb.Helper()
-	f, err := gguf.Open(shared.Path(tb, parts...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	cfg, err := models.ReadConfig(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := New(f, cfg, opt)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { b.Close() })
+	b, _, _ := openFile(tb, shared.Path(tb, parts...), opt)
+	return b
+}
+
+// openSynth loads the synthesized model of shape in file type ft
+// (testmodel.Synth: random weights, written on any machine), for the tests
+// that need some model rather than a trained one or llama.cpp's files.
+func openSynth(tb testing.TB, opt backends.Options, shape, ft string) *Backend {
+	tb.Helper()
+	b, _, _ := openFile(tb, testmodel.Synth(tb, shape, ft), opt)
 	return b
 }
 

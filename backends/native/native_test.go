@@ -6,27 +6,49 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
-// models the structural tests run on: a trained F32 llama, quantized llama
-// (k-quants and Q6_K output), and qwen2 with biases and NeoX RoPE.
-var testModels = [][]string{
-	{"models", "stories260K.gguf"},
-	{"models", "mini", "mini-llama-Q4_K_M.gguf"},
-	{"models", "mini", "mini-qwen2-Q8_0.gguf"},
+// testModel is a model file the structural tests run on.
+type testModel struct {
+	name string
+	path func(testing.TB) string // the file, or the test skips
+	// naiveTol is how far from the float64 implementation the model's
+	// outputs may be, relative to their largest magnitude: float32 sums for
+	// F32 weights; for quantized weights, activations are re-quantized at
+	// every layer, so a one-ulp difference can move a value by a
+	// quantization step.
+	naiveTol float64
 }
 
-// naiveTolerance is how far from the float64 implementation a model's
-// outputs may be, relative to their largest magnitude: float32 sums for F32
-// weights; for quantized weights, activations are re-quantized at every
-// layer, so a one-ulp difference can move a value by a quantization step.
-func naiveTolerance(model string) float64 {
-	if model == "stories260K.gguf" {
-		return 1e-4
-	}
-	return 2e-2
+func synthModel(shape, ft string, naiveTol float64) testModel {
+	return testModel{shape + "-" + ft, func(tb testing.TB) string { return testmodel.Synth(tb, shape, ft) }, naiveTol}
+}
+
+func sharedModel(naiveTol float64, parts ...string) testModel {
+	return testModel{parts[len(parts)-1], func(tb testing.TB) string { return shared.Path(tb, parts...) }, naiveTol}
+}
+
+func (m testModel) open(tb testing.TB, opt backends.Options) *Backend {
+	tb.Helper()
+	b, _, _ := openFile(tb, m.path(tb), opt)
+	return b
+}
+
+// testModels are the models the structural tests run on: synthesized
+// llamas in F32 and in llama-quantize's Q4_K_M mix, which need nothing
+// beside the repository; and, from ../shared, a trained F32 llama, a
+// Q4_K_M llama of llama.cpp's quantizer, and qwen2 with biases and NeoX
+// RoPE.
+var testModels = []testModel{
+	synthModel("tiny", "F32", 1e-4),
+	synthModel("tiny", "Q4_K_M", 2e-2),
+	sharedModel(1e-4, "models", "stories260K.gguf"),
+	sharedModel(2e-2, "models", "mini", "mini-llama-Q4_K_M.gguf"),
+	sharedModel(2e-2, "models", "mini", "mini-qwen2-Q8_0.gguf"),
 }
 
 func newSeq(t testing.TB, b *Backend, opts backends.SequenceOptions) backends.Sequence {
@@ -86,8 +108,8 @@ func alone(t *testing.T, b *Backend, prompt, next []tokenizer.ID) (prefill, deco
 // compares every logit with each sequence run alone.
 func TestBatchedEqualsAlone(t *testing.T) {
 	for _, m := range testModels {
-		t.Run(m[len(m)-1], func(t *testing.T) {
-			b := open(t, backends.Options{Threads: 2}, m...)
+		t.Run(m.name, func(t *testing.T) {
+			b := m.open(t, backends.Options{Threads: 2})
 			vocab := b.Model().VocabSize
 			wantA, wantADecode := alone(t, b, promptA, []tokenizer.ID{432})
 			wantB, _ := alone(t, b, append(append([]tokenizer.ID{}, promptB...), promptA[1:6]...), nil)
@@ -121,9 +143,9 @@ func TestBatchedEqualsAlone(t *testing.T) {
 // micro-batches of 3, and one token per call give the same logits.
 func TestPrefillEqualsTokenByToken(t *testing.T) {
 	for _, m := range testModels {
-		t.Run(m[len(m)-1], func(t *testing.T) {
-			b := open(t, backends.Options{Threads: 2}, m...)
-			small := open(t, backends.Options{Threads: 1, MaxBatch: 3}, m...)
+		t.Run(m.name, func(t *testing.T) {
+			b := m.open(t, backends.Options{Threads: 2})
+			small := m.open(t, backends.Options{Threads: 1, MaxBatch: 3})
 			vocab := b.Model().VocabSize
 			batched, _ := alone(t, b, promptA, nil)
 			split, _ := alone(t, small, promptA, nil)
@@ -139,8 +161,8 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 // token with the plain float64 implementation in naive_test.go.
 func TestAgainstNaive(t *testing.T) {
 	for _, m := range testModels {
-		t.Run(m[len(m)-1], func(t *testing.T) {
-			b := open(t, backends.Options{Threads: 2}, m...)
+		t.Run(m.name, func(t *testing.T) {
+			b := m.open(t, backends.Options{Threads: 2})
 			info := b.Model()
 			for _, kv := range []kvcache.Precision{kvcache.F16, kvcache.F32} {
 				s := newSeq(t, b, backends.SequenceOptions{MaxLen: 16, KV: kv})
@@ -150,9 +172,8 @@ func TestAgainstNaive(t *testing.T) {
 				nv := newNaive(b, true, kv == kvcache.F16)
 				for i, tok := range promptA {
 					wl, wh := nv.step(int(tok))
-					tol := naiveTolerance(m[len(m)-1])
-					closeRel(t, kv.String()+" logits", logits[i*info.VocabSize:(i+1)*info.VocabSize], wl, tol)
-					closeRel(t, kv.String()+" hidden", hidden[i*info.Dim:(i+1)*info.Dim], wh, tol)
+					closeRel(t, kv.String()+" logits", logits[i*info.VocabSize:(i+1)*info.VocabSize], wl, m.naiveTol)
+					closeRel(t, kv.String()+" hidden", hidden[i*info.Dim:(i+1)*info.Dim], wh, m.naiveTol)
 				}
 			}
 		})
@@ -162,7 +183,7 @@ func TestAgainstNaive(t *testing.T) {
 // TestOutputsSelection checks LastToken against AllTokens, hidden-only
 // steps, and a step with no outputs at all.
 func TestOutputsSelection(t *testing.T) {
-	b := open(t, backends.Options{Threads: 2}, "models", "stories260K.gguf")
+	b := openSynth(t, backends.Options{Threads: 2}, "tiny", "F32")
 	info := b.Model()
 	all := make([]float32, len(promptA)*info.VocabSize)
 	allH := make([]float32, len(promptA)*info.Dim)
@@ -190,7 +211,7 @@ func TestOutputsSelection(t *testing.T) {
 // TestTruncateReusesPrefix checks that truncating and re-feeding a
 // different suffix gives the logits of a fresh sequence.
 func TestTruncateReusesPrefix(t *testing.T) {
-	b := open(t, backends.Options{Threads: 2}, "models", "mini", "mini-llama-Q8_0.gguf")
+	b := openSynth(t, backends.Options{Threads: 2}, "tiny", "Q8_0")
 	vocab := b.Model().VocabSize
 	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
 	forward(t, b, backends.Step{Seq: s, Tokens: promptA})
@@ -220,8 +241,8 @@ func TestTruncateReusesPrefix(t *testing.T) {
 
 // TestForwardRejects checks that bad steps are errors that change nothing.
 func TestForwardRejects(t *testing.T) {
-	b := open(t, backends.Options{Threads: 1}, "models", "stories260K.gguf")
-	other := open(t, backends.Options{Threads: 1}, "models", "stories260K.gguf")
+	b := openSynth(t, backends.Options{Threads: 1}, "tiny", "F32")
+	other := openSynth(t, backends.Options{Threads: 1}, "tiny", "F32")
 	info := b.Model()
 	good := newSeq(t, b, backends.SequenceOptions{MaxLen: 8})
 	forward(t, b, backends.Step{Seq: good, Tokens: []tokenizer.ID{1, 2}})
@@ -279,7 +300,7 @@ func TestForwardRejects(t *testing.T) {
 // TestDecodeAllocatesNothing is the house rule for the hot path.
 func TestDecodeAllocatesNothing(t *testing.T) {
 	for _, threads := range []int{1, 2} {
-		b := open(t, backends.Options{Threads: threads}, "models", "mini", "mini-llama-Q4_K_M.gguf")
+		b := openSynth(t, backends.Options{Threads: threads}, "tiny", "Q4_K_M")
 		vocab := b.Model().VocabSize
 		s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512})
 		s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.F32})
@@ -301,36 +322,48 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 }
 
 func TestModelInfo(t *testing.T) {
-	b := open(t, backends.Options{Threads: 3}, "models", "mini", "mini-qwen2-Q4_K_M.gguf")
-	info := b.Model()
-	if info.Arch != "qwen2" || info.VocabSize != 512 || info.Dim != 256 || info.Layers != 4 || info.ContextLength != 512 {
-		t.Fatalf("Model() = %+v", info)
-	}
-	if b.Threads() != 3 {
-		t.Fatalf("Threads() = %d, want 3", b.Threads())
-	}
-	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 100})
-	// A block: 4 layers × 32 positions × 4 kv heads × 32 dims × (k + v)
-	// × 2 bytes. A sequence holds the blocks its tokens fill; the pool has
-	// the model's context, 512 positions, by default.
-	const block = int64(4 * 32 * 4 * 32 * 2 * 2)
-	if s.CacheBytes() != 0 || s.MaxLen() != 100 {
-		t.Fatalf("empty sequence: CacheBytes() = %d, MaxLen() = %d", s.CacheBytes(), s.MaxLen())
-	}
-	forward(t, b, backends.Step{Seq: s, Tokens: make([]tokenizer.ID, 33)})
-	if s.CacheBytes() != 2*block {
-		t.Fatalf("33 tokens: CacheBytes() = %d, want %d", s.CacheBytes(), 2*block)
-	}
-	st := b.KVStats()
-	if st.Blocks != 16 || st.BlockBytes != block || st.UsedBlocks != 2 || st.TotalBytes != 16*block {
-		t.Fatalf("KVStats() = %+v", st)
+	for _, c := range []struct {
+		model            testModel
+		want             backends.ModelInfo
+		kvHeads, headDim int
+	}{
+		{synthModel("tiny", "Q4_K_M", 0), backends.ModelInfo{Arch: "llama", VocabSize: 1024, Dim: 256, Layers: 2, ContextLength: 512}, 2, 64},
+		{sharedModel(0, "models", "mini", "mini-qwen2-Q4_K_M.gguf"), backends.ModelInfo{Arch: "qwen2", VocabSize: 512, Dim: 256, Layers: 4, ContextLength: 512}, 4, 32},
+	} {
+		t.Run(c.model.name, func(t *testing.T) {
+			b := c.model.open(t, backends.Options{Threads: 3})
+			info := b.Model()
+			info.Name = ""
+			if info != c.want {
+				t.Fatalf("Model() = %+v, want %+v", info, c.want)
+			}
+			if b.Threads() != 3 {
+				t.Fatalf("Threads() = %d, want 3", b.Threads())
+			}
+			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 100})
+			// A block: layers × 32 positions × kv heads × head dims × (k + v)
+			// × 2 bytes. A sequence holds the blocks its tokens fill; the pool
+			// has the model's context, 512 positions (16 blocks), by default.
+			block := int64(c.want.Layers * 32 * c.kvHeads * c.headDim * 2 * 2)
+			if s.CacheBytes() != 0 || s.MaxLen() != 100 {
+				t.Fatalf("empty sequence: CacheBytes() = %d, MaxLen() = %d", s.CacheBytes(), s.MaxLen())
+			}
+			forward(t, b, backends.Step{Seq: s, Tokens: make([]tokenizer.ID, 33)})
+			if s.CacheBytes() != 2*block {
+				t.Fatalf("33 tokens: CacheBytes() = %d, want %d", s.CacheBytes(), 2*block)
+			}
+			st := b.KVStats()
+			if st.Blocks != 16 || st.BlockBytes != block || st.UsedBlocks != 2 || st.TotalBytes != 16*block {
+				t.Fatalf("KVStats() = %+v", st)
+			}
+		})
 	}
 }
 
 // TestKVPoolFull: a step that needs more blocks than the pool has left
 // fails before anything changes, with an error the engine recognises.
 func TestKVPoolFull(t *testing.T) {
-	b := open(t, backends.Options{Threads: 1, KVTokens: 64}, "models", "mini", "mini-llama-Q4_K_M.gguf")
+	b := openSynth(t, backends.Options{Threads: 1, KVTokens: 64}, "tiny", "Q4_K_M")
 	s1 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
 	s2 := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
 	forward(t, b, backends.Step{Seq: s1, Tokens: make([]tokenizer.ID, 40)})
