@@ -60,18 +60,6 @@ func ropeNormAVX2(x, cos, sin *float32, pairs int)
 func ropeNeoxAVX2(x0, x1, cos, sin *float32, n int)
 
 //go:noescape
-func dotRowsF32AVX2(q, k *float32, hd, stride, n int, scale float32, out *float32)
-
-//go:noescape
-func dotRowsF16AVX2(q *float32, k *uint16, hd, stride, n int, scale float32, out *float32)
-
-//go:noescape
-func axpyRowsF32AVX2(p, v *float32, hd, stride, n int, o *float32)
-
-//go:noescape
-func axpyRowsF16AVX2(p *float32, v *uint16, hd, stride, n int, o *float32)
-
-//go:noescape
 func expSubSumAVX2(dst, x *float32, m float32, n int) float32
 
 //go:noescape
@@ -257,47 +245,4 @@ func gelu(dst, x []float32) {
 	}
 	geluAVX2(&dst[0], &x[0], n8)
 	geluGo(dst[n8:], x[n8:])
-}
-
-// The row kernels take the head size as a multiple of 8; other sizes go to
-// the twins. The bounds checks keep the assembly inside the slices.
-
-func dotRowsF32(q, k []float32, stride int, scale float32, out []float32) {
-	hd, n := len(q), len(out)
-	if !useAVX2 || hd%8 != 0 || hd == 0 || n == 0 {
-		dotRowsF32Go(q, k, stride, scale, out)
-		return
-	}
-	_ = k[(n-1)*stride+hd-1]
-	dotRowsF32AVX2(&q[0], &k[0], hd, stride, n, scale, &out[0])
-}
-
-func dotRowsF16(q []float32, k []uint16, stride int, scale float32, out []float32) {
-	hd, n := len(q), len(out)
-	if !useF16C || hd%8 != 0 || hd == 0 || n == 0 {
-		dotRowsF16Go(q, k, stride, scale, out)
-		return
-	}
-	_ = k[(n-1)*stride+hd-1]
-	dotRowsF16AVX2(&q[0], &k[0], hd, stride, n, scale, &out[0])
-}
-
-func axpyRowsF32(p, v []float32, stride int, o []float32) {
-	hd, n := len(o), len(p)
-	if !useAVX2 || hd%8 != 0 || hd == 0 || n == 0 {
-		axpyRowsF32Go(p, v, stride, o)
-		return
-	}
-	_ = v[(n-1)*stride+hd-1]
-	axpyRowsF32AVX2(&p[0], &v[0], hd, stride, n, &o[0])
-}
-
-func axpyRowsF16(p []float32, v []uint16, stride int, o []float32) {
-	hd, n := len(o), len(p)
-	if !useF16C || hd%8 != 0 || hd == 0 || n == 0 {
-		axpyRowsF16Go(p, v, stride, o)
-		return
-	}
-	_ = v[(n-1)*stride+hd-1]
-	axpyRowsF16AVX2(&p[0], &v[0], hd, stride, n, &o[0])
 }

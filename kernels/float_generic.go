@@ -122,39 +122,3 @@ func fp32ToFP16RowGo(src []float32, dst []uint16) {
 		dst[i] = FP32ToFP16(f)
 	}
 }
-
-// Row kernels of attention: one query against many cached rows, or many
-// weighted rows summed into one output. Row t starts at element t·stride.
-
-// dotRowsF32Go sets out[t] = scale·(q · k[t·stride:][:len(q)]).
-func dotRowsF32Go(q, k []float32, stride int, scale float32, out []float32) {
-	for t := range out {
-		out[t] = dotF32Go(q, k[t*stride:][:len(q)]) * scale
-	}
-}
-
-// dotRowsF16Go is dotRowsF32Go with half-precision rows.
-func dotRowsF16Go(q []float32, k []uint16, stride int, scale float32, out []float32) {
-	for t := range out {
-		row := k[t*stride:][:len(q)]
-		var s float32
-		for i, h := range row {
-			s += q[i] * FP16ToFP32(h)
-		}
-		out[t] = s * scale
-	}
-}
-
-// axpyRowsF32Go adds Σ_t p[t]·v[t·stride:][:len(o)] to o.
-func axpyRowsF32Go(p, v []float32, stride int, o []float32) {
-	for t, w := range p {
-		axpyGo(w, v[t*stride:][:len(o)], o)
-	}
-}
-
-// axpyRowsF16Go is axpyRowsF32Go with half-precision rows.
-func axpyRowsF16Go(p []float32, v []uint16, stride int, o []float32) {
-	for t, w := range p {
-		axpyF16Go(w, v[t*stride:][:len(o)], o)
-	}
-}

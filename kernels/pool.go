@@ -60,7 +60,6 @@ type Pool struct {
 	gemm gemmJob
 	prep prepJob
 	quan quantJob
-	attn attnJob
 }
 
 const (
