@@ -63,12 +63,6 @@ func ropeNeoxAVX2(x0, x1, cos, sin *float32, n int)
 func expSubSumAVX2(dst, x *float32, m float32, n int) float32
 
 //go:noescape
-func siluAVX2(dst, x *float32, n int)
-
-//go:noescape
-func swigluAVX2(dst, gate, up *float32, n int)
-
-//go:noescape
 func geluAVX2(dst, x *float32, n int)
 
 func dotF32(x, y []float32) float32 {
@@ -215,26 +209,6 @@ func expSubSum(dst, x []float32, m float32) float32 {
 		return expSubSumGo(dst, x, m)
 	}
 	return expSubSumAVX2(&dst[0], &x[0], m, n8) + expSubSumGo(dst[n8:], x[n8:], m)
-}
-
-func silu(dst, x []float32) {
-	n8 := len(x) &^ 7
-	if !useAVX2 || n8 == 0 {
-		siluGo(dst, x)
-		return
-	}
-	siluAVX2(&dst[0], &x[0], n8)
-	siluGo(dst[n8:], x[n8:])
-}
-
-func swiglu(dst, gate, up []float32) {
-	n8 := len(gate) &^ 7
-	if !useAVX2 || n8 == 0 {
-		swigluGo(dst, gate, up)
-		return
-	}
-	swigluAVX2(&dst[0], &gate[0], &up[0], n8)
-	swigluGo(dst[n8:], gate[n8:], up[n8:])
 }
 
 func gelu(dst, x []float32) {

@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// Kernels built on a vector exp: softmax's exp-and-sum, SiLU, SwiGLU and GELU.
+// Kernels built on a vector exp: an exp-and-sum and GELU.
 // Lengths are multiples of 8; the Go wrappers in float_amd64.go do the rest
 // with expf, the scalar twin of EXP0 in act.go.
 //
@@ -102,63 +102,6 @@ expsum_done:
 	VADDPS       X1, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+32(FP)
-	RET
-
-// func siluAVX2(dst, x *float32, n int)
-// dst = x / (1 + e^−x).
-TEXT ·siluAVX2(SB), NOSPLIT, $0-24
-	MOVQ    dst+0(FP), DI
-	MOVQ    x+8(FP), SI
-	MOVQ    n+16(FP), CX
-	VMOVUPS C_LO, Y13
-	VMOVUPS C_HI, Y14
-
-silu_loop:
-	TESTQ   CX, CX
-	JZ      silu_done
-	VMOVUPS (SI), Y5
-	VXORPS  C_SIGN, Y5, Y0
-	EXP0
-	VADDPS  C_ONE, Y0, Y0
-	VDIVPS  Y0, Y5, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JMP     silu_loop
-
-silu_done:
-	VZEROUPPER
-	RET
-
-// func swigluAVX2(dst, gate, up *float32, n int)
-// dst = gate / (1 + e^−gate) · up.
-TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
-	MOVQ    dst+0(FP), DI
-	MOVQ    gate+8(FP), SI
-	MOVQ    up+16(FP), DX
-	MOVQ    n+24(FP), CX
-	VMOVUPS C_LO, Y13
-	VMOVUPS C_HI, Y14
-
-swiglu_loop:
-	TESTQ   CX, CX
-	JZ      swiglu_done
-	VMOVUPS (SI), Y5
-	VXORPS  C_SIGN, Y5, Y0
-	EXP0
-	VADDPS  C_ONE, Y0, Y0
-	VDIVPS  Y0, Y5, Y0
-	VMULPS  (DX), Y0, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DX
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JMP     swiglu_loop
-
-swiglu_done:
-	VZEROUPPER
 	RET
 
 // func geluAVX2(dst, x *float32, n int)

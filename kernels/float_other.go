@@ -24,6 +24,4 @@ func fp32ToFP16Row(src []float32, dst []uint16)     { fp32ToFP16RowGo(src, dst) 
 func ropeNorm(x, cos, sin []float32)                { ropeNormGo(x, cos, sin) }
 func ropeNeox(x0, x1, cos, sin []float32)           { ropeNeoxGo(x0, x1, cos, sin) }
 func expSubSum(dst, x []float32, m float32) float32 { return expSubSumGo(dst, x, m) }
-func silu(dst, x []float32)                         { siluGo(dst, x) }
-func swiglu(dst, gate, up []float32)                { swigluGo(dst, gate, up) }
 func gelu(dst, x []float32)                         { geluGo(dst, x) }

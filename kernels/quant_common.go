@@ -15,9 +15,6 @@ func halfAt(b []byte, off int) float32 { return FP16ToFP32(le.Uint16(b[off:])) }
 // putHalf stores f rounded to half precision at b[off:off+2].
 func putHalf(b []byte, off int, f float32) { le.PutUint16(b[off:], FP32ToFP16(f)) }
 
-// roundHalf is f as it reads back after a trip through a half-precision field.
-func roundHalf(f float32) float32 { return FP16ToFP32(FP32ToFP16(f)) }
-
 // nearestInt rounds to the nearest integer, ties to even, the way ggml's
 // k-quant code does it: adding 1.5·2^23 leaves the integer in the low mantissa
 // bits. Valid for |f| < 2^22, which the quantizers guarantee for finite input.
