@@ -154,8 +154,6 @@ const (
 	cfSymbol                        // \p{S}
 	cfControl                       // Cc, Cf, Cs, Co
 	cfSpace                         // White_Space
-
-	cfCategories = cfSpace - 1
 )
 
 func (f cpFlags) letter() bool { return f&cfLetter != 0 }
