@@ -543,7 +543,7 @@ func TestPenalties(t *testing.T) {
 		name     string
 		p        Params
 		accepted []int
-		want     map[tokenizer.ID]float32 // changed logits; the rest stay
+		want     map[tokenizer.ID]float32 // changed logits, written as logit and penalties; the rest stay
 	}{
 		{
 			name:     "repeat divides positive, multiplies negative",
@@ -567,19 +567,19 @@ func TestPenalties(t *testing.T) {
 			name:     "window forgets older tokens",
 			p:        Params{FrequencyPenalty: 1, RepeatLastN: 3},
 			accepted: []int{2, 2, 6, 7, 6}, // window holds 6, 7, 6
-			want:     map[tokenizer.ID]float32{6: 1 - 2, 7: 1 - 1},
+			want:     map[tokenizer.ID]float32{6: 1 - 1*2, 7: 1 - 1*1},
 		},
 		{
 			name:     "default window is 64",
 			p:        Params{FrequencyPenalty: 1},
 			accepted: append([]int{2}, slices.Repeat([]int{6}, 64)...),
-			want:     map[tokenizer.ID]float32{6: 1 - 64},
+			want:     map[tokenizer.ID]float32{6: 1 - 1*64},
 		},
 		{
 			name:     "unbounded window",
 			p:        Params{FrequencyPenalty: 0.01, RepeatLastN: -1},
 			accepted: append([]int{2}, slices.Repeat([]int{6}, 100)...),
-			want:     map[tokenizer.ID]float32{2: 0.5 - 0.01, 6: 1 - 1},
+			want:     map[tokenizer.ID]float32{2: 0.5 - 0.01*1, 6: 1 - 0.01*100},
 		},
 		{
 			name:     "off",

@@ -248,11 +248,3 @@ func seq(base, n int) []int32 {
 	}
 	return s
 }
-
-func refsOf(p *Pool, tab *BlockTable) []int32 {
-	r := make([]int32, len(tab.Blocks()))
-	for i, b := range tab.Blocks() {
-		r[i] = p.meta[b].ref
-	}
-	return r
-}
