@@ -22,8 +22,7 @@ func newSPM(v *Vocab) *spm {
 	e := &spm{ids: v.IDs, scores: v.Scores}
 	const hex = "0123456789ABCDEF"
 	for b := range 256 {
-		name := string([]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'})
-		id, ok := v.IDs[name]
+		id, ok := v.IDs[string([]byte{'<', '0', 'x', hex[b>>4], hex[b&15], '>'})] // <0xNN>
 		if !ok {
 			id, ok = v.IDs[string([]byte{byte(b)})]
 		}
