@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -106,7 +107,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	}
 	s, err := pyJSON(in, o)
 	if err != nil {
-		return errValue(fmt.Errorf("TypeError: %w", err))
+		return errValue(err)
 	}
 	// transformers' tojson returns json.dumps' plain str, not Markup.
 	return exec.AsValue(s)
@@ -165,7 +166,7 @@ func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		}
 		return generator(items)
 	}
-	return exec.AsValue(&pyIter{err: fmt.Errorf("TypeError: Can only get item pairs from a mapping.")})
+	return exec.AsValue(&pyIter{err: errors.New("TypeError: Can only get item pairs from a mapping")})
 }
 
 func filterString(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {

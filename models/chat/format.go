@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -165,7 +166,7 @@ func strFormat(format string, params *exec.VarArgs) (string, error) {
 			i++
 			continue
 		case c == '}':
-			return "", fmt.Errorf("Single '}' encountered in format string")
+			return "", errors.New("ValueError: Single '}' encountered in format string")
 		case c != '{':
 			b.WriteByte(c)
 			continue
@@ -182,7 +183,7 @@ func strFormat(format string, params *exec.VarArgs) (string, error) {
 			}
 		}
 		if end >= len(format) {
-			return "", fmt.Errorf("Single '{' encountered in format string")
+			return "", errors.New("ValueError: Single '{' encountered in format string")
 		}
 		field := format[i+1 : end]
 		i = end
@@ -210,14 +211,14 @@ func strFormat(format string, params *exec.VarArgs) (string, error) {
 				return "", fmt.Errorf("cannot switch from manual field specification to automatic field numbering")
 			}
 			if auto >= len(params.Args) {
-				return "", fmt.Errorf("Replacement index %d out of range for positional args tuple", auto)
+				return "", fmt.Errorf("IndexError: Replacement index %d out of range for positional args tuple", auto)
 			}
 			v = params.Args[auto]
 			auto++
 		case name[0] >= '0' && name[0] <= '9':
 			n, err := strconv.Atoi(name)
 			if err != nil || n >= len(params.Args) {
-				return "", fmt.Errorf("Replacement index %s out of range for positional args tuple", name)
+				return "", fmt.Errorf("IndexError: Replacement index %s out of range for positional args tuple", name)
 			}
 			if auto > 0 {
 				return "", fmt.Errorf("cannot switch from automatic field numbering to manual field specification")
@@ -245,7 +246,7 @@ func strFormat(format string, params *exec.VarArgs) (string, error) {
 			}
 			k := strings.IndexByte(rest, ']')
 			if k < 0 {
-				return "", fmt.Errorf("Missing ']' in format string")
+				return "", errors.New("ValueError: Missing ']' in format string")
 			}
 			key, rest = rest[1:k], rest[k+1:]
 			if n, err := strconv.Atoi(key); err == nil {
@@ -261,7 +262,7 @@ func strFormat(format string, params *exec.VarArgs) (string, error) {
 		case 'r', 'a':
 			v = exec.AsValue(pyRepr(v))
 		default:
-			return "", fmt.Errorf("Unknown conversion specifier %c", conv)
+			return "", fmt.Errorf("ValueError: Unknown conversion specifier %c", conv)
 		}
 		s, err := formatSpec(v, spec)
 		if err != nil {
@@ -322,7 +323,7 @@ func formatSpec(v *exec.Value, spec string) (string, error) {
 		i++
 	}
 	if i != len(r) {
-		return "", fmt.Errorf("Invalid format specifier '%s'", spec)
+		return "", fmt.Errorf("ValueError: Invalid format specifier '%s'", spec)
 	}
 	var s string
 	numeric := false
@@ -371,7 +372,7 @@ func formatSpec(v *exec.Value, spec string) (string, error) {
 			s = formatPyFloat(toFloat(v))
 		}
 	default:
-		return "", fmt.Errorf("Unknown format code '%c' for object of type '%s'", typ, typeName(v))
+		return "", fmt.Errorf("ValueError: Unknown format code '%c' for object of type '%s'", typ, typeName(v))
 	}
 	if numeric {
 		neg := strings.HasPrefix(s, "-")

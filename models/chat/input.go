@@ -229,9 +229,7 @@ func decodeJSONValue(dec *json.Decoder, depth int) (any, error) {
 }
 
 func isDecimalInteger(s string) bool {
-	if strings.HasPrefix(s, "-") {
-		s = s[1:]
-	}
+	s = strings.TrimPrefix(s, "-")
 	if s == "" {
 		return false
 	}

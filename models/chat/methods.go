@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -168,7 +169,7 @@ func padMethod(name string, how byte) strMethod {
 		if a[1] != nil {
 			f := pyStr(a[1])
 			if utf8.RuneCountInString(f) != 1 {
-				return nil, fmt.Errorf("The fill character must be exactly one character long")
+				return nil, errors.New("TypeError: The fill character must be exactly one character long")
 			}
 			fill, _ = utf8.DecodeRuneInString(f)
 		}

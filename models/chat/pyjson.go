@@ -138,7 +138,7 @@ func writeJSON(b *strings.Builder, v *exec.Value, o jsonOptions, level int) erro
 		o.newline(b, level)
 		b.WriteByte('}')
 	default:
-		return fmt.Errorf("Object of type %s is not JSON serializable", typeName(v))
+		return fmt.Errorf("TypeError: Object of type %s is not JSON serializable", typeName(v))
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func jsonKey(k *exec.Value) (string, error) {
 	case kindNone:
 		return "null", nil
 	}
-	return "", fmt.Errorf("keys must be str, int, float, bool or None, not %s", typeName(k))
+	return "", fmt.Errorf("TypeError: keys must be str, int, float, bool or None, not %s", typeName(k))
 }
 
 func jsonFloat(f float64) string {
