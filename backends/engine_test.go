@@ -975,7 +975,7 @@ func (s *fakeSeq) ShareFrom(src backends.Sequence) error {
 func (s *fakeSeq) CacheBytes() int64 { return int64(cap(s.tokens)) }
 func (s *fakeSeq) Close() error      { return nil }
 
-// fakeGreedy is the fake model's greedy continuation of prompt.
+// greedy is the fake model's greedy continuation of prompt.
 func (f *fakeBackend) greedy(prompt []tokenizer.ID, n int) []tokenizer.ID {
 	tok, pos := int(prompt[len(prompt)-1]), len(prompt)-1
 	var out []tokenizer.ID

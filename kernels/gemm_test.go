@@ -15,7 +15,8 @@ var gemmTestTypes = []DType{F16, Q8_0, Q4_0, Q4_K, Q6_K}
 
 // gemmOperands returns rows weight rows of cols weights in format t, each
 // wStride bytes apart, and toks activation rows in the layout the blocked
-// kernels take (gemmActs), aStride bytes apart.
+// kernels take (as prepJob writes them, blockedActRowBytes long), aStride
+// bytes apart.
 func gemmOperands(r *rand.Rand, t DType, rows, cols, wPad, toks, aPad int) (w []byte, wStride int, a []byte, aStride int) {
 	tr, _ := TraitsOf(t)
 	wStride = t.RowBytes(cols) + wPad

@@ -45,7 +45,7 @@ type Pool struct {
 	closed atomic.Bool
 
 	_ [64]byte
-	// state is gen<<32 | closedBit | the number of workers in the job.
+	// state is gen<<32 | stateClosed | the number of workers in the job.
 	state atomic.Uint64
 	_     [56]byte
 	next  atomic.Int64 // the next task to hand out

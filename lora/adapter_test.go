@@ -272,7 +272,8 @@ func TestPEFTRoundTrip(t *testing.T) {
 	}
 }
 
-// writePEFT writes a PEFT adapter from raw files, for error cases.
+// peftFiles returns the two files of a PEFT adapter as bytes, to be
+// written back altered, for error cases.
 func peftFiles(t *testing.T, cfg *models.Config, a *Adapter) (config, weights []byte) {
 	t.Helper()
 	dir := t.TempDir()

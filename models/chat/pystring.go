@@ -213,8 +213,10 @@ func jinjaTitle(s string) string {
 	return b.String()
 }
 
-// runeSlice bounds: Python's handling of start/end indexes for str methods
-// such as find and startswith.
+// clampIndexes is Python's handling of the start and end indexes of str
+// methods such as find and startswith, for a string of n code points:
+// negative indexes count from the end and stop at 0, and end stops at n.
+// start may stay past n (or past end), which callers find no match in.
 func clampIndexes(n int, start, end *int) (int, int) {
 	s, e := 0, n
 	if start != nil {
