@@ -75,14 +75,9 @@ func TensorName(r Role, layer int) string {
 // name and its block (-1 for a whole-model tensor). ok is false for a name
 // no role has.
 func ParseTensorName(name string) (r Role, layer int, ok bool) {
-	layer = -1
-	if rest, isBlock := strings.CutPrefix(name, "blk."); isBlock {
-		num, kind, found := strings.Cut(rest, ".")
-		n, err := strconv.Atoi(num)
-		if !found || err != nil || n < 0 || strconv.Itoa(n) != num {
-			return 0, -1, false
-		}
-		layer, name = n, kind
+	layer, name, ok = cutBlock(name, "blk.")
+	if !ok {
+		return 0, -1, false
 	}
 	r, ok = roleByName[name]
 	if !ok || roles[r].Block != (layer >= 0) {
@@ -91,18 +86,29 @@ func ParseTensorName(name string) (r Role, layer int, ok bool) {
 	return r, layer, true
 }
 
+// cutBlock splits "<prefix>N.<rest>" into the block N and rest; a name
+// without the prefix is a whole-model one, block -1. ok is false when the
+// prefix is followed by anything but a block number in canonical form.
+func cutBlock(name, prefix string) (layer int, rest string, ok bool) {
+	after, isBlock := strings.CutPrefix(name, prefix)
+	if !isBlock {
+		return -1, name, true
+	}
+	num, rest, found := strings.Cut(after, ".")
+	n, err := strconv.Atoi(num)
+	if !found || err != nil || n < 0 || strconv.Itoa(n) != num {
+		return -1, "", false
+	}
+	return n, rest, true
+}
+
 // RoleOfModule finds the linear role a Hugging Face module path names and
 // its block: "model.layers.3.self_attn.q_proj" is AttnQ in block 3,
 // "lm_head" is Output (block -1).
 func RoleOfModule(module string) (r Role, layer int, ok bool) {
-	layer = -1
-	if rest, isBlock := strings.CutPrefix(module, "model.layers."); isBlock {
-		num, sub, found := strings.Cut(rest, ".")
-		n, err := strconv.Atoi(num)
-		if !found || err != nil || n < 0 || strconv.Itoa(n) != num {
-			return 0, -1, false
-		}
-		layer, module = n, sub
+	layer, module, ok = cutBlock(module, "model.layers.")
+	if !ok {
+		return 0, -1, false
 	}
 	for i, s := range roles {
 		if s.Linear && s.HF != "" && s.HF == module && s.Block == (layer >= 0) {
