@@ -164,6 +164,12 @@ type EngineStats struct {
 	// KV is the state of the backend's KV block pools; zero when the
 	// backend has none (its sequences have caches of their own).
 	KV kvcache.Stats
+	// RunningAdapters are the names of the LoRA adapters of the running
+	// choices, WaitingAdapters those of the queued requests; each sorted,
+	// every name once, nil when none. A scheduler in front of several
+	// servers (the Gateway API Inference Extension's endpoint picker) sends
+	// an adapter's requests where it is already in use.
+	RunningAdapters, WaitingAdapters []string
 }
 
 // Engine schedules requests onto one Backend with continuous batching: one
@@ -188,14 +194,17 @@ type Engine struct {
 	// oldest, or none while there are decode steps.
 	prefill prefillMode
 
-	mu      sync.Mutex
-	queue   []*request // waiting for slots, in arrival order
-	idle    int        // free slots
-	closed  bool
-	wake    chan struct{} // capacity 1: something may have changed
-	done    chan struct{} // closed by Close
-	exited  chan struct{} // closed when the loop has returned
-	kvBytes atomic.Int64
+	mu    sync.Mutex
+	queue []*request // waiting for slots, in arrival order
+	idle  int        // free slots
+	// adapterChoices counts the running choices by adapter name, for
+	// Stats; changed only when a choice starts or ends.
+	adapterChoices map[string]int
+	closed         bool
+	wake           chan struct{} // capacity 1: something may have changed
+	done           chan struct{} // closed by Close
+	exited         chan struct{} // closed when the loop has returned
+	kvBytes        atomic.Int64
 	// kvMu guards kvStats, a copy of the pools' state for Stats (a value,
 	// so that publishing it each step allocates nothing).
 	kvMu    sync.Mutex
@@ -350,10 +359,23 @@ func (e *Engine) MaxLen() int { return e.opt.MaxLen }
 func (e *Engine) Stats() EngineStats {
 	e.mu.Lock()
 	queued, running := len(e.queue), e.opt.Parallel-e.idle
+	var runningAdapters, waitingAdapters []string
+	for name := range e.adapterChoices {
+		runningAdapters = append(runningAdapters, name)
+	}
+	for _, r := range e.queue {
+		if r.adapter != nil && !slices.Contains(waitingAdapters, r.adapter.Name) {
+			waitingAdapters = append(waitingAdapters, r.adapter.Name)
+		}
+	}
 	e.mu.Unlock()
+	slices.Sort(runningAdapters)
+	slices.Sort(waitingAdapters)
 	st := EngineStats{
 		Queued:          queued,
 		Running:         running,
+		RunningAdapters: runningAdapters,
+		WaitingAdapters: waitingAdapters,
 		KVBytes:         e.kvBytes.Load(),
 		PromptTokens:    e.prompt.Load(),
 		GeneratedTokens: e.gen.Load(),

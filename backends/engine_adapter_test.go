@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
@@ -255,5 +256,41 @@ func TestEngineAdapterRejects(t *testing.T) {
 	fe := newEngine(t, &fakeBackend{vocab: 50, dim: 4, ctx: 64}, backends.EngineOptions{Parallel: 1})
 	if _, err := fe.Submit(context.Background(), backends.Request{Prompt: []tokenizer.ID{1}, MaxTokens: 2, Adapter: a}); !errors.Is(err, backends.ErrInvalidRequest) {
 		t.Errorf("fake backend with an adapter: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// TestEngineStatsAdapters checks the adapter names Stats reports while the
+// loop is held in a Forward call: the running choice's, and every queued
+// request's once, sorted; and none once all have ended.
+func TestEngineStatsAdapters(t *testing.T) {
+	b, cfg := openTinyConfig(t)
+	w := &watched{Backend: b, gate: make(chan struct{})}
+	e := newEngine(t, w, backends.EngineOptions{Parallel: 1, QueueSize: 4})
+	aA, aB := strongAdapter(t, cfg, 4, 1), strongAdapter(t, cfg, 4, 2)
+	reqs := []backends.Request{
+		{Prompt: adapterPrompt, MaxTokens: 2, Adapter: aB},
+		{Prompt: adapterPrompt, MaxTokens: 2, Adapter: aA},
+		{Prompt: adapterPrompt, MaxTokens: 2},
+		{Prompt: adapterPrompt, MaxTokens: 2, Adapter: aB},
+	}
+	streams := []*backends.Stream{submit(t, e, reqs[0])}
+	for e.Stats().Running == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for _, r := range reqs[1:] {
+		streams = append(streams, submit(t, e, r))
+	}
+	st := e.Stats()
+	if !slices.Equal(st.RunningAdapters, []string{aB.Name}) || !slices.Equal(st.WaitingAdapters, []string{aA.Name, aB.Name}) {
+		t.Errorf("running adapters %q, waiting %q; want [%s] and [%s %s]", st.RunningAdapters, st.WaitingAdapters, aB.Name, aA.Name, aB.Name)
+	}
+	close(w.gate) // let every call through
+	for i, s := range streams {
+		if res := collect(t, s, 1)[0]; res.err != nil {
+			t.Fatalf("request %d: %v", i, res.err)
+		}
+	}
+	if st := e.Stats(); st.RunningAdapters != nil || st.WaitingAdapters != nil || st.Running != 0 {
+		t.Errorf("after every request ended: running adapters %q, waiting %q, running %d", st.RunningAdapters, st.WaitingAdapters, st.Running)
 	}
 }

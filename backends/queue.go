@@ -140,11 +140,17 @@ func (e *Engine) endQueued(r *request, err error) {
 	}
 }
 
-// start runs the next choice of r in s.
+// start runs the next choice of r in s; e.mu is held.
 func (e *Engine) start(r *request, s *slot) {
 	c := r.admitted
 	r.admitted++
 	s.req, s.choice, s.started = r, c, e.tick
+	if r.adapter != nil {
+		if e.adapterChoices == nil {
+			e.adapterChoices = map[string]int{}
+		}
+		e.adapterChoices[r.adapter.Name]++
+	}
 	s.prompt = append(s.prompt[:0], r.prompt...)
 	s.made = 0
 	e.prompt.Add(uint64(len(r.prompt)))

@@ -50,6 +50,11 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 	// read after the end does not count it.
 	e.mu.Lock()
 	e.idle++
+	if r.adapter != nil {
+		if e.adapterChoices[r.adapter.Name]--; e.adapterChoices[r.adapter.Name] <= 0 {
+			delete(e.adapterChoices, r.adapter.Name)
+		}
+	}
 	e.mu.Unlock()
 	if state == slotEmbed && err == nil {
 		r.embed <- embedResult{vec: s.embedding()}
