@@ -170,6 +170,11 @@ type EngineStats struct {
 	// servers (the Gateway API Inference Extension's endpoint picker) sends
 	// an adapter's requests where it is already in use.
 	RunningAdapters, WaitingAdapters []string
+	// RunningKVBytes is the memory of the KV caches of the running choices
+	// (blocks that several of them share count once for each, up to
+	// KV.UsedBytes). Idle slots keep their caches for prefix reuse until
+	// room is needed, so KVBytes less this is what new requests can have.
+	RunningKVBytes int64
 }
 
 // Engine schedules requests onto one Backend with continuous batching: one
@@ -205,6 +210,8 @@ type Engine struct {
 	done           chan struct{} // closed by Close
 	exited         chan struct{} // closed when the loop has returned
 	kvBytes        atomic.Int64
+	// runningKV is RunningKVBytes as the loop last summed it.
+	runningKV atomic.Int64
 	// kvMu guards kvStats, a copy of the pools' state for Stats (a value,
 	// so that publishing it each step allocates nothing).
 	kvMu    sync.Mutex
@@ -385,6 +392,12 @@ func (e *Engine) Stats() EngineStats {
 	e.kvMu.Lock()
 	st.KV = e.kvStats
 	e.kvMu.Unlock()
+	// Summed apart from the pools' state: never more than what is held.
+	st.RunningKVBytes = e.runningKV.Load()
+	if st.KV.Blocks > 0 {
+		st.RunningKVBytes = min(st.RunningKVBytes, st.KV.UsedBytes)
+	}
+	st.RunningKVBytes = min(st.RunningKVBytes, st.KVBytes)
 	return st
 }
 
@@ -470,8 +483,10 @@ func (e *Engine) closeSequences() {
 }
 
 // updateKVBytes publishes the memory of the KV caches for Stats: the pools'
-// when the backend has them, else the sum over the slots' sequences.
+// when the backend has them, else the sum over the slots' sequences; and
+// the running choices' share of it.
 func (e *Engine) updateKVBytes() {
+	e.updateRunningKV()
 	if kp, ok := e.b.(KVPools); ok {
 		st := kp.KVStats()
 		e.kvMu.Lock()
@@ -487,4 +502,16 @@ func (e *Engine) updateKVBytes() {
 		}
 	}
 	e.kvBytes.Store(n)
+}
+
+// updateRunningKV publishes the memory of the running choices' caches for
+// Stats; the loop calls it after every step and when a choice ends.
+func (e *Engine) updateRunningKV() {
+	var n int64
+	for i := range e.slots {
+		if s := &e.slots[i]; s.state != slotFree && s.seq != nil {
+			n += s.seq.CacheBytes()
+		}
+	}
+	e.runningKV.Store(n)
 }

@@ -46,6 +46,7 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 	s.resume, s.match = false, false
 	e.prefill = prefillAll
 	s.lastUsed = e.tick
+	e.updateRunningKV()
 	// Free the slot before the receiver can see the end, so that Stats
 	// read after the end does not count it.
 	e.mu.Lock()
