@@ -3,7 +3,10 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,6 +112,7 @@ func newMetrics(s *Server) *metrics {
 			}
 			return 0
 		}))
+	f(newServingProtocol(s))
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
@@ -154,4 +158,118 @@ func (m *metrics) observeUsage(u usage) {
 
 func (m *metrics) observeTTFT(route string, d time.Duration) {
 	m.ttft.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// servingProtocol collects the series that the Gateway API Inference
+// Extension's endpoint picker reads from each server of an InferencePool
+// (its model server protocol, docs/proposals/003-model-server-protocol),
+// under the names of vLLM that the picker reads by default, so that it
+// schedules onto ruvllm servers by their queues, KV caches and adapters.
+// One collection reads each engine's Stats once: the queue, the running
+// sequences and the KV cache are of one instant. Like ruvllm's engine
+// series they are sums over the served models, one server being one
+// endpoint to the picker.
+type servingProtocol struct {
+	s                                 *Server
+	waiting, running, usage, gpuUsage *prometheus.Desc
+	cacheConfig, lora                 *prometheus.Desc
+
+	mu sync.Mutex
+	// loraState is the label values of the last collection, changed the
+	// Unix time in seconds when they last changed: the series' value, by
+	// which the picker tells the newest from series it scraped before.
+	loraState [3]string
+	changed   float64
+}
+
+func newServingProtocol(s *Server) *servingProtocol {
+	return &servingProtocol{
+		s: s,
+		waiting: prometheus.NewDesc("vllm:num_requests_waiting",
+			"Requests waiting for a free slot (the inference extension's TotalQueuedRequests; ruvllm_queue_depth).", nil, nil),
+		running: prometheus.NewDesc("vllm:num_requests_running",
+			"Sequences being generated (the inference extension's TotalRunningRequests; ruvllm_requests_running).", nil, nil),
+		usage: prometheus.NewDesc("vllm:kv_cache_usage_perc",
+			"Fraction (0 to 1) of the KV cache memory held by running sequences; blocks kept for prefix reuse (cached, or "+
+				"kept by idle slots) count as free, since they are given up when room is needed (the inference extension's KVCacheUtilization).", nil, nil),
+		gpuUsage: prometheus.NewDesc("vllm:gpu_cache_usage_perc",
+			"vllm:kv_cache_usage_perc under its older name, which endpoint pickers before vLLM's rename read.", nil, nil),
+		cacheConfig: prometheus.NewDesc("vllm:cache_config_info",
+			"Always 1; block_size is the tokens of one KV cache block, num_gpu_blocks the blocks of that size the KV caches hold, "+
+				"for the inference extension's prefix-cache scorer.", []string{"block_size", "num_gpu_blocks"}, nil),
+		lora: prometheus.NewDesc("vllm:lora_requests_info",
+			"The Unix time at which the labels last changed: max_lora is the most adapters held in memory, running_lora_adapters "+
+				"the adapters of running sequences, waiting_lora_adapters those of queued requests (comma-separated names), "+
+				"for the inference extension's LoRA affinity.",
+			[]string{"max_lora", "running_lora_adapters", "waiting_lora_adapters"}, nil),
+	}
+}
+
+// Describe sends the descriptions of every series.
+func (c *servingProtocol) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.usage, c.gpuUsage, c.cacheConfig, c.lora} {
+		ch <- d
+	}
+}
+
+// Collect reads every served model's engine once and sends the series:
+// cache_config_info only when a model has a KV block pool, and
+// lora_requests_info only when a model serves adapters (as vLLM sends it
+// only with LoRA on).
+func (c *servingProtocol) Collect(ch chan<- prometheus.Metric) {
+	var waiting, running, blockTokens, poolTokens, maxLoRA int
+	var runningKV, kvBytes int64
+	var withAdapters bool
+	var runningAdapters, waitingAdapters []string
+	for _, md := range c.s.models.Load().list {
+		st := md.Engine.Stats()
+		waiting += st.Queued
+		running += st.Running
+		runningKV += st.RunningKVBytes
+		kvBytes += st.KVBytes
+		if st.KV.Blocks > 0 && blockTokens == 0 {
+			blockTokens = st.KV.BlockTokens
+		}
+		poolTokens += st.KV.Blocks * st.KV.BlockTokens
+		if md.Adapters != nil {
+			withAdapters = true
+			maxLoRA += md.Adapters.MaxResident()
+		}
+		runningAdapters = append(runningAdapters, st.RunningAdapters...)
+		waitingAdapters = append(waitingAdapters, st.WaitingAdapters...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.waiting, float64(waiting))
+	gauge(c.running, float64(running))
+	var usage float64
+	if kvBytes > 0 {
+		usage = float64(runningKV) / float64(kvBytes)
+	}
+	gauge(c.usage, usage)
+	gauge(c.gpuUsage, usage)
+	if blockTokens > 0 {
+		// Pools of other block sizes count as the blocks of the first
+		// pool's size that hold as many tokens.
+		gauge(c.cacheConfig, 1, strconv.Itoa(blockTokens), strconv.Itoa(poolTokens/blockTokens))
+	}
+	if withAdapters {
+		state := [3]string{strconv.Itoa(maxLoRA), joinAdapterNames(runningAdapters), joinAdapterNames(waitingAdapters)}
+		c.mu.Lock()
+		if state != c.loraState || c.changed == 0 {
+			c.loraState = state
+			c.changed = float64(time.Now().UnixNano()) / 1e9
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		gauge(c.lora, changed, state[:]...)
+	}
+}
+
+// joinAdapterNames is the names sorted, each once, joined by commas without
+// spaces: the picker splits the label at commas and trims nothing.
+func joinAdapterNames(names []string) string {
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ",")
 }

@@ -227,6 +227,11 @@ func (r *Registry) Dir() string { return r.dir }
 // BaseModel is the base model's id.
 func (r *Registry) BaseModel() string { return r.baseModel }
 
+// MaxResident is the most adapters held in memory at once (the option, or
+// its default): the servers' metrics report it as how many adapters a
+// server can run without reading one again.
+func (r *Registry) MaxResident() int { return r.maxResident }
+
 // register loads a new entry (checking it against the base model) and adds
 // it under its name.
 func (r *Registry) register(e *entry) error {
