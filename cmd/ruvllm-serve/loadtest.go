@@ -91,7 +91,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&lt.seed, "seed", 1, "seed of the messages' words and the session ids")
 	fs.DurationVar(&lt.timeout, "timeout", 2*time.Minute, "most time one request may take; one that takes longer is reported as hung")
 	records := fs.String("records", "", "write every request as a JSON line to this file as it ends")
-	failover := fs.String("failover", "", `file that holds "UNIX_NANOSECONDS [REPLICA]", when a replica was killed (read at the end): failures other than the requests in flight on that replica then are failover errors`)
+	failover := fs.String("failover", "", `file that holds "FROM TO [REPLICA]": a replica was killed between FROM and TO, Unix times in nanoseconds (read at the end); failures other than those of the requests in flight on it then are failover errors`)
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}
@@ -122,11 +122,11 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		killed, replica, err := parseFailover(string(b))
+		k, err := parseFailover(string(b))
 		if err != nil {
 			return fmt.Errorf("--failover %s: %w", *failover, err)
 		}
-		fo := failoverOf(lt.records, killed, replica)
+		fo := failoverOf(lt.records, k)
 		fmt.Fprintf(stdout, "after_kill=%d in_flight_failed=%d hung=%d failover_errors=%d\n", fo.after, fo.inFlightFailed, fo.hung, fo.errors)
 	}
 	return nil
@@ -418,38 +418,53 @@ func (s loadSummary) line(wall time.Duration) string {
 		s.promptTokensPerTurn, s.completionTokensTurn, strings.Join(reps, ","), s.chats, s.movedChats, wall.Seconds())
 }
 
-// parseFailover reads "UNIX_NANOSECONDS [REPLICA]".
-func parseFailover(s string) (killed int64, replica string, err error) {
+// kill is when a replica died: after from and before to (Unix ns), the
+// times before the signal was sent and after the process was gone.
+type kill struct {
+	from, to int64
+	replica  string // "" when unknown
+}
+
+// parseFailover reads "FROM TO [REPLICA]".
+func parseFailover(s string) (kill, error) {
 	f := strings.Fields(s)
-	if len(f) < 1 || len(f) > 2 {
-		return 0, "", fmt.Errorf("want UNIX_NANOSECONDS [REPLICA], got %q", s)
+	if len(f) < 2 || len(f) > 3 {
+		return kill{}, fmt.Errorf("want FROM TO [REPLICA] (Unix nanoseconds), got %q", s)
 	}
-	if killed, err = strconv.ParseInt(f[0], 10, 64); err != nil {
-		return 0, "", err
+	var k kill
+	var err error
+	if k.from, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+		return kill{}, err
 	}
-	if len(f) == 2 {
-		replica = f[1]
+	if k.to, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+		return kill{}, err
 	}
-	return killed, replica, nil
+	if k.to < k.from {
+		return kill{}, fmt.Errorf("the kill ends (%d) before it starts (%d)", k.to, k.from)
+	}
+	if len(f) == 3 {
+		k.replica = f[2]
+	}
+	return k, nil
 }
 
 // failoverCount is how the requests fared around a replica's death.
 type failoverCount struct {
-	after          int // requests started after the kill
+	after          int // requests started after the replica was gone
 	inFlightFailed int // in flight on the killed replica, and failed: allowed
 	hung           int // ran into the timeout: never allowed
 	errors         int // every other failure
 }
 
-// failoverOf sorts the failures around a kill at killed (Unix ns) of
-// replica ("" when unknown). A request in flight then that failed is
-// allowed when it was on that replica or, having failed before the
-// balancer named its replica, may have been; every other failure, and
+// failoverOf sorts the failures around the kill k. A request in flight
+// then (started before the replica was gone, ended after the signal) that
+// failed is allowed when it was on that replica or, having failed before
+// the balancer named its replica, may have been; every other failure, and
 // every request that hung, is an error.
-func failoverOf(recs []turnRecord, killed int64, replica string) failoverCount {
+func failoverOf(recs []turnRecord, k kill) failoverCount {
 	var fc failoverCount
 	for _, r := range recs {
-		if r.Start >= killed {
+		if r.Start >= k.to {
 			fc.after++
 		}
 		switch {
@@ -457,7 +472,7 @@ func failoverOf(recs []turnRecord, killed int64, replica string) failoverCount {
 		case r.Hung:
 			fc.hung++
 			fc.errors++
-		case r.Start < killed && r.End >= killed && (r.Replica == "" || replica == "" || r.Replica == replica):
+		case r.Start < k.to && r.End >= k.from && (r.Replica == "" || k.replica == "" || r.Replica == k.replica):
 			fc.inFlightFailed++
 		default:
 			fc.errors++

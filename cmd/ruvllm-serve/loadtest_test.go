@@ -155,10 +155,13 @@ func TestLoadtestRequests(t *testing.T) {
 }
 
 func TestFailoverOf(t *testing.T) {
-	const kill = 1000
+	// The signal went out at 1000; the process was gone by 1010.
+	k := kill{from: 1000, to: 1010, replica: "r2"}
 	recs := []turnRecord{
 		{Start: 100, End: 900},                              // before: fine
 		{Start: 100, End: 1100, Replica: "r2", Err: "cut"},  // in flight on the killed replica: allowed
+		{Start: 150, End: 1005, Replica: "r2", Err: "cut"},  // cut while it died: allowed
+		{Start: 1005, End: 1006, Replica: "r2", Err: "cut"}, // started while it died: allowed
 		{Start: 200, End: 1200, Err: "reset"},               // in flight, replica unknown: allowed
 		{Start: 300, End: 1300, Replica: "r1", Err: "cut"},  // in flight on the other replica: an error
 		{Start: 400, End: 1400, Replica: "r1"},              // in flight, fine
@@ -167,21 +170,21 @@ func TestFailoverOf(t *testing.T) {
 		{Start: 500, End: 9000, Err: "deadline", Hung: true},
 		{Start: 50, End: 60, Replica: "r2", Err: "early"}, // failed before the kill: an error
 	}
-	got := failoverOf(recs, kill, "r2")
-	want := failoverCount{after: 2, inFlightFailed: 2, hung: 1, errors: 4}
+	got := failoverOf(recs, k)
+	want := failoverCount{after: 2, inFlightFailed: 4, hung: 1, errors: 4}
 	if got != want {
 		t.Errorf("failoverOf = %+v, want %+v", got, want)
 	}
-	if got := failoverOf(recs[3:4], kill, ""); got.inFlightFailed != 1 || got.errors != 0 {
+	if got := failoverOf(recs[5:6], kill{from: 1000, to: 1010}); got.inFlightFailed != 1 || got.errors != 0 {
 		t.Errorf("without the replica's name, a failure in flight is allowed: %+v", got)
 	}
-	for _, s := range []string{"", "x", "1 2 3"} {
-		if _, _, err := parseFailover(s); err == nil {
+	for _, s := range []string{"", "1", "x 2", "2 1", "1 2 r 4"} {
+		if _, err := parseFailover(s); err == nil {
 			t.Errorf("parseFailover(%q) succeeded", s)
 		}
 	}
-	if k, r, err := parseFailover("1234 r2\n"); k != 1234 || r != "r2" || err != nil {
-		t.Errorf("parseFailover: %d %q %v", k, r, err)
+	if k, err := parseFailover("1234 1240 r2\n"); k != (kill{1234, 1240, "r2"}) || err != nil {
+		t.Errorf("parseFailover: %+v %v", k, err)
 	}
 }
 

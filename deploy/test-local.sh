@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# deploy/test-local.sh: the replicated deployment of docker-compose.yml, on
+# loopback, without Docker. Two ruvllm-serve replicas and HAProxy with
+# deploy/haproxy/haproxy.cfg (the compose file's; only the addresses differ,
+# given through its environment variables), then three runs of
+# `ruvllm-serve loadtest` (SESSIONS chats of TURNS turns at once, each turn
+# the whole history plus USER_WORDS new words):
+#   1. affinity:    the config as it is (consistent hashing on the session key);
+#   2. round robin: the same config with `balance roundrobin`, the same load;
+#   3. failover:    affinity again, other chats, and replica 2 killed
+#                   (SIGKILL) once a third of the requests have ended.
+# The replicas restart before each run, so that no run finds another's cache.
+# The last line is
+#   affinity_hit=F rr_hit=F ttft_ratio=F failover_errors=N
+# hit: the fraction of the history tokens of turns 2.. that came from the
+# prefix cache (usage.prompt_tokens_details.cached_tokens over the previous
+# turn's prompt and completion tokens); ttft_ratio: p50 time to first token
+# of those turns, round robin over affinity; failover_errors: failed or hung
+# requests other than those in flight on the killed replica.
+# It exits 1 when a hit fraction with affinity is below 0.9 or there is a
+# failover error; times are reported, not checked (they depend on the
+# machine's load). Needs go, curl and haproxy (2.6 or later).
+#
+# Environment: SESSIONS (8), TURNS (6), USER_WORDS (40), MAX_TOKENS (16),
+# THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF file; default: a
+# llama-134m Q8_0 that `ruvllm-serve synth` writes), RUVLLM_TEST_PORT (18180:
+# the balancer; +1, +2 the replicas; +3 HAProxy's metrics), KEEP=1 keeps the
+# work directory with the logs and records.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SESSIONS=${SESSIONS:-8}
+TURNS=${TURNS:-6}
+USER_WORDS=${USER_WORDS:-40}
+MAX_TOKENS=${MAX_TOKENS:-16}
+THREADS=${THREADS:-1}
+PORT=${RUVLLM_TEST_PORT:-18180}
+LB_PORT=$PORT R1_PORT=$((PORT + 1)) R2_PORT=$((PORT + 2)) LB_METRICS_PORT=$((PORT + 3))
+
+for tool in go curl haproxy; do
+	command -v "$tool" >/dev/null || { echo "test-local: $tool is not installed" >&2; exit 2; }
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ruvllm-test-local.XXXXXX")
+declare -A PIDS=()
+stop() { # stop NAME: the process started under NAME, and wait for it
+	local pid=${PIDS[$1]:-}
+	[ -n "$pid" ] || return 0
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	unset "PIDS[$1]"
+}
+cleanup() {
+	local name
+	for name in "${!PIDS[@]}"; do stop "$name"; done
+	if [ "${KEEP:-}" = 1 ]; then echo "test-local: logs and records in $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+BIN=$WORK/ruvllm-serve
+go build -o "$BIN" ./cmd/ruvllm-serve
+MODEL=${RUVLLM_TEST_MODEL:-$WORK/llama-134m-q8_0.gguf}
+[ -f "$MODEL" ] || "$BIN" synth --shape llama-134m --type Q8_0 --out "$MODEL" >&2
+
+for port in "$LB_PORT" "$R1_PORT" "$R2_PORT" "$LB_METRICS_PORT"; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "test-local: port $port is taken (set RUVLLM_TEST_PORT)" >&2
+		exit 2
+	fi
+done
+
+# wait_for URL PATTERN WHAT: until the body of URL matches PATTERN (30 s).
+wait_for() {
+	local i
+	for i in $(seq 300); do
+		if curl -fsS "$1" 2>/dev/null | grep -q "$2"; then return 0; fi
+		sleep 0.1
+	done
+	echo "test-local: $3 did not come up; logs in $WORK" >&2
+	KEEP=1
+	exit 1
+}
+
+start_replica() { # start_replica N PORT
+	"$BIN" serve --model "ruvllm=$MODEL" --chat-template chatml --host 127.0.0.1 --port "$2" \
+		--threads "$THREADS" --parallel 8 --ctx 2048 >"$WORK/replica$1.log" 2>&1 &
+	PIDS[r$1]=$!
+}
+
+# start_all BALANCE: fresh replicas, and HAProxy with the compose file's
+# config; BALANCE "affinity" keeps its balance line, "roundrobin" replaces it.
+start_all() {
+	local cfg=deploy/haproxy/haproxy.cfg
+	stop lb
+	stop r1
+	stop r2
+	start_replica 1 "$R1_PORT"
+	start_replica 2 "$R2_PORT"
+	wait_for "http://127.0.0.1:$R1_PORT/health" ok "replica 1"
+	wait_for "http://127.0.0.1:$R2_PORT/health" ok "replica 2"
+	if [ "$1" = roundrobin ]; then
+		sed 's/^\([[:space:]]*\)balance hash .*/\1balance roundrobin/' "$cfg" >"$WORK/haproxy-rr.cfg"
+		grep -q '^[[:space:]]*balance roundrobin$' "$WORK/haproxy-rr.cfg" || { echo "test-local: no balance line in $cfg" >&2; exit 1; }
+		cfg=$WORK/haproxy-rr.cfg
+	fi
+	RUVLLM_LB_BIND=127.0.0.1:$LB_PORT RUVLLM_LB_METRICS=127.0.0.1:$LB_METRICS_PORT \
+		RUVLLM_REPLICA_1=127.0.0.1:$R1_PORT RUVLLM_REPLICA_2=127.0.0.1:$R2_PORT \
+		haproxy -db -f "$cfg" >"$WORK/haproxy-$1.log" 2>&1 &
+	PIDS[lb]=$!
+	# Both replicas up in HAProxy's own view (its health checks).
+	wait_for "http://127.0.0.1:$LB_METRICS_PORT/metrics" 'haproxy_backend_active_servers{proxy="ruvllm"} 2' "HAProxy with two replicas up"
+}
+
+# field LINE KEY: the value of KEY=VALUE in a loadtest summary line.
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -1; }
+
+loadtest() { # loadtest NAME ARGS...: one run; prints and keeps its summary
+	local name=$1
+	shift
+	"$BIN" loadtest --url "http://127.0.0.1:$LB_PORT" --sessions "$SESSIONS" --turns "$TURNS" \
+		--user-words "$USER_WORDS" --max-tokens "$MAX_TOKENS" --key mixed --records "$WORK/$name.jsonl" "$@" >"$WORK/$name.out"
+	sed "s/^/$name: /" "$WORK/$name.out"
+}
+
+start_all affinity
+loadtest affinity --seed 1
+start_all roundrobin
+loadtest roundrobin --seed 1
+
+start_all affinity
+total=$((SESSIONS * TURNS))
+loadtest failover --seed 2 --failover "$WORK/killed" &
+lt=$!
+until [ -f "$WORK/failover.jsonl" ] && [ "$(wc -l <"$WORK/failover.jsonl")" -ge $((total / 3)) ]; do
+	if ! kill -0 "$lt" 2>/dev/null; then echo "test-local: the failover run ended early" >&2; exit 1; fi
+	sleep 0.05
+done
+# The replica dies between these two times.
+from=$(date +%s%N)
+kill -KILL "${PIDS[r2]}"
+wait "${PIDS[r2]}" 2>/dev/null || true
+unset "PIDS[r2]"
+echo "$from $(date +%s%N) r2" >"$WORK/killed"
+wait "$lt"
+
+aff=$(head -1 "$WORK/affinity.out")
+rr=$(head -1 "$WORK/roundrobin.out")
+fo=$(tail -1 "$WORK/failover.out")
+affinity_hit=$(field "$aff" hit)
+rr_hit=$(field "$rr" hit)
+ttft_ratio=$(awk -v a="$(field "$aff" ttft_p50_ms)" -v r="$(field "$rr" ttft_p50_ms)" 'BEGIN { printf "%.2f", (a > 0 ? r / a : 0) }')
+failover_errors=$(field "$fo" failover_errors)
+# Errors of the first two runs count too: nothing was killed there.
+errors=$((failover_errors + $(field "$aff" failed) + $(field "$rr" failed)))
+echo "affinity_hit=$affinity_hit rr_hit=$rr_hit ttft_ratio=$ttft_ratio failover_errors=$errors"
+awk -v h="$affinity_hit" 'BEGIN { exit !(h >= 0.9) }' || { echo "test-local: affinity hit $affinity_hit < 0.9" >&2; exit 1; }
+[ "$errors" -eq 0 ] || { echo "test-local: $errors failed requests" >&2; exit 1; }
