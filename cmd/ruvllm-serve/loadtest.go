@@ -326,21 +326,37 @@ type loadSummary struct {
 	// later counts the successful turns after the first of their chat
 	// whose previous turn succeeded; hit is the fraction of their history
 	// tokens that came from the prefix cache.
-	later                int
-	cached, history      int
-	hit                  float64
-	ttftP50, ttftP90     float64 // ms, of those turns
-	firstTTFTP50         float64 // ms, of the first turns
-	replicas             map[string]int
-	chats, movedChats    int // chats, and those served by more than one replica
-	promptTokensPerTurn  float64
-	completionTokensTurn float64
+	later            int
+	cached, history  int
+	hit              float64
+	ttftP50, ttftP90 float64 // ms, of those turns
+	firstTTFTP50     float64 // ms, of the first turns
+	// Of those turns, stayed went to the replica of their chat's previous
+	// turn and moved to another, with the p50 time to first token of each:
+	// what a miss of the prefix cache costs, apart from how often a
+	// balancer causes one.
+	stayed, moved               int
+	stayedTTFTP50, movedTTFTP50 float64
+	replicas                    map[string]int
+	chats, movedChats           int // chats, and those served by more than one replica
+	promptTokensPerTurn         float64
+	completionTokensTurn        float64
 }
 
 func summarize(recs []turnRecord, turns int) loadSummary {
 	s := loadSummary{requests: len(recs), replicas: map[string]int{}}
-	var later, first []float64
+	var later, first, stayed, moved []float64
 	served := map[string]map[string]bool{}
+	// The replica of each chat's successful turns.
+	replicaOf := map[string]map[int]string{}
+	for _, r := range recs {
+		if r.Err == "" {
+			if replicaOf[r.Chat] == nil {
+				replicaOf[r.Chat] = map[int]string{}
+			}
+			replicaOf[r.Chat][r.Turn] = r.Replica
+		}
+	}
 	var prompt, completion, ok int
 	for _, r := range recs {
 		if r.Err != "" {
@@ -368,6 +384,13 @@ func summarize(recs []turnRecord, turns int) loadSummary {
 			s.cached += r.CachedTokens
 			s.history += r.History
 			later = append(later, r.TTFTMs)
+			if prev := replicaOf[r.Chat][r.Turn-1]; prev != "" && r.Replica != "" {
+				if prev == r.Replica {
+					stayed = append(stayed, r.TTFTMs)
+				} else {
+					moved = append(moved, r.TTFTMs)
+				}
+			}
 		}
 	}
 	if s.history > 0 {
@@ -375,6 +398,8 @@ func summarize(recs []turnRecord, turns int) loadSummary {
 	}
 	s.ttftP50, s.ttftP90 = percentile(later, 50), percentile(later, 90)
 	s.firstTTFTP50 = percentile(first, 50)
+	s.stayed, s.moved = len(stayed), len(moved)
+	s.stayedTTFTP50, s.movedTTFTP50 = percentile(stayed, 50), percentile(moved, 50)
 	for _, reps := range served {
 		s.chats++
 		if len(reps) > 1 {
@@ -413,8 +438,10 @@ func (s loadSummary) line(wall time.Duration) string {
 	if reps == nil {
 		reps = []string{"-"}
 	}
-	return fmt.Sprintf("requests=%d failed=%d hung=%d later_turns=%d hit=%.4f cached=%d history=%d ttft_p50_ms=%.1f ttft_p90_ms=%.1f first_ttft_p50_ms=%.1f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.1f replicas=%s chats=%d moved_chats=%d wall_s=%.1f",
+	return fmt.Sprintf("requests=%d failed=%d hung=%d later_turns=%d hit=%.4f cached=%d history=%d ttft_p50_ms=%.1f ttft_p90_ms=%.1f first_ttft_p50_ms=%.1f "+
+		"stayed=%d stayed_ttft_p50_ms=%.1f moved=%d moved_ttft_p50_ms=%.1f prompt_tokens_per_turn=%.0f completion_tokens_per_turn=%.1f replicas=%s chats=%d moved_chats=%d wall_s=%.1f",
 		s.requests, s.failed, s.hung, s.later, s.hit, s.cached, s.history, s.ttftP50, s.ttftP90, s.firstTTFTP50,
+		s.stayed, s.stayedTTFTP50, s.moved, s.movedTTFTP50,
 		s.promptTokensPerTurn, s.completionTokensTurn, strings.Join(reps, ","), s.chats, s.movedChats, wall.Seconds())
 }
 

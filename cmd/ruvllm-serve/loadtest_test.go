@@ -247,3 +247,30 @@ func TestPullCached(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want %s", code, stdout, stderr, path)
 	}
 }
+
+// TestSummarize checks the figures of a run from records: a chat that
+// stays on r1 for a turn and then moves, and one whose second turn fails
+// on r2 and succeeds on r1 when sent again.
+func TestSummarize(t *testing.T) {
+	recs := []turnRecord{
+		{Chat: "a", Turn: 1, TTFTMs: 50, PromptTokens: 100, CompletionTokens: 10, Replica: "r1"},
+		{Chat: "b", Turn: 1, TTFTMs: 70, PromptTokens: 120, CompletionTokens: 10, Replica: "r2"},
+		{Chat: "a", Turn: 2, TTFTMs: 10, PromptTokens: 200, CompletionTokens: 10, CachedTokens: 96, History: 110, Replica: "r1"},
+		{Chat: "b", Turn: 2, Attempt: 1, Err: "cut", History: 130, Replica: "r2"},
+		{Chat: "b", Turn: 2, Attempt: 2, TTFTMs: 40, PromptTokens: 220, CompletionTokens: 10, CachedTokens: 0, History: 130, Replica: "r1"},
+		{Chat: "a", Turn: 3, TTFTMs: 30, PromptTokens: 300, CompletionTokens: 10, CachedTokens: 192, History: 210, Replica: "r2"},
+	}
+	s := summarize(recs, 3)
+	if s.requests != 6 || s.failed != 1 || s.later != 3 || s.cached != 288 || s.history != 450 {
+		t.Errorf("counts: %+v", s)
+	}
+	if s.hit != 288.0/450 || s.ttftP50 != 30 || s.firstTTFTP50 != 50 {
+		t.Errorf("hit %v, ttft p50 %v, first %v", s.hit, s.ttftP50, s.firstTTFTP50)
+	}
+	if s.stayed != 1 || s.stayedTTFTP50 != 10 || s.moved != 2 || s.movedTTFTP50 != 30 {
+		t.Errorf("stayed %d (p50 %v), moved %d (p50 %v); want 1 (10) and 2 (30)", s.stayed, s.stayedTTFTP50, s.moved, s.movedTTFTP50)
+	}
+	if s.chats != 2 || s.movedChats != 2 || s.replicas["r1"] != 3 || s.replicas["r2"] != 2 {
+		t.Errorf("chats %d, moved %d, replicas %v", s.chats, s.movedChats, s.replicas)
+	}
+}
