@@ -7,6 +7,7 @@
 # the whole history plus USER_WORDS new words):
 #   1. affinity:    the config as it is (consistent hashing on the session key);
 #   2. round robin: the same config with `balance roundrobin`, the same load;
+#   (1 and 2 alternate RUNS times, A B A B, each pair on other chats);
 #   3. failover:    affinity again, other chats, and replica 2 killed
 #                   (SIGKILL) once a third of the requests have ended.
 # The replicas restart before each run, so that no run finds another's cache.
@@ -14,15 +15,17 @@
 #   affinity_hit=F rr_hit=F ttft_ratio=F failover_errors=N
 # hit: the fraction of the history tokens of turns 2.. that came from the
 # prefix cache (usage.prompt_tokens_details.cached_tokens over the previous
-# turn's prompt and completion tokens); ttft_ratio: p50 time to first token
-# of those turns, round robin over affinity; failover_errors: failed or hung
-# requests other than those in flight on the killed replica.
+# turn's prompt and completion tokens, summed over the runs); ttft_ratio: p50
+# time to first token of those turns, round robin over affinity (each the
+# mean of the runs' p50s); failover_errors: failed or hung requests other
+# than those in flight on the killed replica, and any failure of the other
+# runs.
 # It exits 1 when a hit fraction with affinity is below 0.9 or there is a
 # failover error; times are reported, not checked (they depend on the
 # machine's load). Needs go, curl and haproxy (2.6 or later).
 #
 # Environment: SESSIONS (8), TURNS (6), USER_WORDS (40), MAX_TOKENS (16),
-# THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF file; default: a
+# RUNS (1), THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF file; default: a
 # llama-134m Q8_0 that `ruvllm-serve synth` writes), RUVLLM_TEST_PORT (18180:
 # the balancer; +1, +2 the replicas; +3 HAProxy's metrics), KEEP=1 keeps the
 # work directory with the logs and records.
@@ -34,6 +37,7 @@ TURNS=${TURNS:-6}
 USER_WORDS=${USER_WORDS:-40}
 MAX_TOKENS=${MAX_TOKENS:-16}
 THREADS=${THREADS:-1}
+RUNS=${RUNS:-1}
 PORT=${RUVLLM_TEST_PORT:-18180}
 LB_PORT=$PORT R1_PORT=$((PORT + 1)) R2_PORT=$((PORT + 2)) LB_METRICS_PORT=$((PORT + 3))
 
@@ -122,14 +126,16 @@ loadtest() { # loadtest NAME ARGS...: one run; prints and keeps its summary
 	sed "s/^/$name: /" "$WORK/$name.out"
 }
 
-start_all affinity
-loadtest affinity --seed 1
-start_all roundrobin
-loadtest roundrobin --seed 1
+for run in $(seq "$RUNS"); do
+	start_all affinity
+	loadtest "affinity$run" --seed "$run"
+	start_all roundrobin
+	loadtest "roundrobin$run" --seed "$run"
+done
 
 start_all affinity
 total=$((SESSIONS * TURNS))
-loadtest failover --seed 2 --failover "$WORK/killed" &
+loadtest failover --seed $((RUNS + 1)) --failover "$WORK/killed" &
 lt=$!
 until [ -f "$WORK/failover.jsonl" ] && [ "$(wc -l <"$WORK/failover.jsonl")" -ge $((total / 3)) ]; do
 	if ! kill -0 "$lt" 2>/dev/null; then echo "test-local: the failover run ended early" >&2; exit 1; fi
@@ -143,15 +149,26 @@ unset "PIDS[r2]"
 echo "$from $(date +%s%N) r2" >"$WORK/killed"
 wait "$lt"
 
-aff=$(head -1 "$WORK/affinity.out")
-rr=$(head -1 "$WORK/roundrobin.out")
-fo=$(tail -1 "$WORK/failover.out")
-affinity_hit=$(field "$aff" hit)
-rr_hit=$(field "$rr" hit)
-ttft_ratio=$(awk -v a="$(field "$aff" ttft_p50_ms)" -v r="$(field "$rr" ttft_p50_ms)" 'BEGIN { printf "%.2f", (a > 0 ? r / a : 0) }')
-failover_errors=$(field "$fo" failover_errors)
-# Errors of the first two runs count too: nothing was killed there.
-errors=$((failover_errors + $(field "$aff" failed) + $(field "$rr" failed)))
+# pooled KIND: "HIT P50 FAILED" of the runs of KIND: the hit fraction of
+# the summed tokens, the mean of the p50s, the failures.
+pooled() {
+	local cached=0 history=0 p50s="" failed=0 line run
+	for run in $(seq "$RUNS"); do
+		line=$(head -1 "$WORK/$1$run.out")
+		cached=$((cached + $(field "$line" cached)))
+		history=$((history + $(field "$line" history)))
+		failed=$((failed + $(field "$line" failed)))
+		p50s="$p50s $(field "$line" ttft_p50_ms)"
+	done
+	awk -v c="$cached" -v h="$history" -v p="$p50s" -v f="$failed" \
+		'BEGIN { n = split(p, x, " "); s = 0; for (i = 1; i <= n; i++) s += x[i]; printf "%.4f %.1f %d", (h > 0 ? c / h : 0), s / n, f }'
+}
+read -r affinity_hit aff_p50 aff_failed <<<"$(pooled affinity)"
+read -r rr_hit rr_p50 rr_failed <<<"$(pooled roundrobin)"
+ttft_ratio=$(awk -v a="$aff_p50" -v r="$rr_p50" 'BEGIN { printf "%.2f", (a > 0 ? r / a : 0) }')
+failover_errors=$(field "$(tail -1 "$WORK/failover.out")" failover_errors)
+# Failures of the other runs count too: nothing was killed there.
+errors=$((failover_errors + aff_failed + rr_failed))
 echo "affinity_hit=$affinity_hit rr_hit=$rr_hit ttft_ratio=$ttft_ratio failover_errors=$errors"
 awk -v h="$affinity_hit" 'BEGIN { exit !(h >= 0.9) }' || { echo "test-local: affinity hit $affinity_hit < 0.9" >&2; exit 1; }
 [ "$errors" -eq 0 ] || { echo "test-local: $errors failed requests" >&2; exit 1; }
