@@ -25,7 +25,8 @@
 # machine's load). Needs go, curl and haproxy (2.6 or later).
 #
 # Environment: SESSIONS (8), TURNS (6), USER_WORDS (40), MAX_TOKENS (16),
-# RUNS (1), THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF file; default: a
+# RUNS (1), THINK (0: the mean pause before a turn, as loadtest's --think),
+# THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF file; default: a
 # llama-134m Q8_0 that `ruvllm-serve synth` writes), RUVLLM_TEST_PORT (18180:
 # the balancer; +1, +2 the replicas; +3 HAProxy's metrics), KEEP=1 keeps the
 # work directory with the logs and records.
@@ -38,6 +39,7 @@ USER_WORDS=${USER_WORDS:-40}
 MAX_TOKENS=${MAX_TOKENS:-16}
 THREADS=${THREADS:-1}
 RUNS=${RUNS:-1}
+THINK=${THINK:-0}
 PORT=${RUVLLM_TEST_PORT:-18180}
 LB_PORT=$PORT R1_PORT=$((PORT + 1)) R2_PORT=$((PORT + 2)) LB_METRICS_PORT=$((PORT + 3))
 
@@ -122,7 +124,7 @@ loadtest() { # loadtest NAME ARGS...: one run; prints and keeps its summary
 	local name=$1
 	shift
 	"$BIN" loadtest --url "http://127.0.0.1:$LB_PORT" --sessions "$SESSIONS" --turns "$TURNS" \
-		--user-words "$USER_WORDS" --max-tokens "$MAX_TOKENS" --key mixed --records "$WORK/$name.jsonl" "$@" >"$WORK/$name.out"
+		--user-words "$USER_WORDS" --max-tokens "$MAX_TOKENS" --think "$THINK" --key mixed --records "$WORK/$name.jsonl" "$@" >"$WORK/$name.out"
 	sed "s/^/$name: /" "$WORK/$name.out"
 }
 

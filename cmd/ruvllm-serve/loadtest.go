@@ -39,7 +39,7 @@ type loadTest struct {
 	userWords, maxTokens       int
 	key                        string
 	seed                       uint64
-	timeout                    time.Duration
+	timeout, think             time.Duration
 	client                     *http.Client
 
 	mu      sync.Mutex
@@ -90,6 +90,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&lt.key, "key", keyMixed, "how a chat names its session to a load balancer: header (X-Session-Id), user (the user field), prompt (nothing: the balancer reads the first message), or mixed (the three by turns of session)")
 	fs.Uint64Var(&lt.seed, "seed", 1, "seed of the messages' words and the session ids")
 	fs.DurationVar(&lt.timeout, "timeout", 2*time.Minute, "most time one request may take; one that takes longer is reported as hung")
+	fs.DurationVar(&lt.think, "think", 0, "mean pause before each turn after a chat's first (exponentially distributed, as a user reads and types); 0: none, so that chats on one server tend to run in step")
 	records := fs.String("records", "", "write every request as a JSON line to this file as it ends")
 	failover := fs.String("failover", "", `file that holds "FROM TO [REPLICA]": a replica was killed between FROM and TO, Unix times in nanoseconds (read at the end); failures other than those of the requests in flight on it then are failover errors`)
 	if _, err := fs.parse(args, stdout); err != nil {
@@ -100,8 +101,8 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --sessions, --turns, --chats, --user-words and --max-tokens must be positive", errUsage)
 	case !slices.Contains([]string{keyHeader, keyUser, keyPrompt, keyMixed}, lt.key):
 		return fmt.Errorf("%w: --key %q: want header, user, prompt or mixed", errUsage, lt.key)
-	case lt.timeout <= 0:
-		return fmt.Errorf("%w: --timeout must be positive", errUsage)
+	case lt.timeout <= 0 || lt.think < 0:
+		return fmt.Errorf("%w: --timeout must be positive and --think not negative", errUsage)
 	}
 	if *records != "" {
 		f, err := os.Create(*records)
@@ -146,6 +147,9 @@ func (lt *loadTest) run(ctx context.Context) {
 // out by then); a chat whose turn fails twice ends.
 func (lt *loadTest) session(ctx context.Context, s int) {
 	rng := rand.New(rand.NewPCG(lt.seed, uint64(s)))
+	// The pauses have a generator of their own, so that the messages are
+	// the same with and without them.
+	pause := rand.New(rand.NewPCG(lt.seed, uint64(s)|1<<63))
 	key := lt.key
 	if key == keyMixed {
 		key = []string{keyHeader, keyUser, keyPrompt}[s%3]
@@ -159,6 +163,9 @@ func (lt *loadTest) session(ctx context.Context, s int) {
 		history := 0
 	turns:
 		for t := 1; t <= lt.turns; t++ {
+			if t > 1 && lt.think > 0 {
+				time.Sleep(time.Duration(pause.ExpFloat64() * float64(lt.think)))
+			}
 			messages = append(messages, map[string]string{"role": "user", "content": userMessage(rng, t, lt.userWords)})
 			for attempt := 1; ; attempt++ {
 				rec, text := lt.turn(ctx, messages, id, key)

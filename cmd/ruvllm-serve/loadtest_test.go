@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -117,8 +118,11 @@ func TestLoadtestRequests(t *testing.T) {
 	hs := httptest.NewServer(f)
 	defer hs.Close()
 	var out bytes.Buffer
-	if err := runLoadtest([]string{"--url", hs.URL, "--sessions", "3", "--turns", "2", "--user-words", "5", "--key", "mixed"}, &out, io.Discard); err != nil {
+	if err := runLoadtest([]string{"--url", hs.URL, "--sessions", "3", "--turns", "2", "--user-words", "5", "--key", "mixed", "--think", "5ms"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
+	}
+	if err := runLoadtest([]string{"--url", hs.URL, "--think", "-1s"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("--think -1s: %v, want a usage error", err)
 	}
 	line := out.String()
 	// 3 sessions × 2 turns, plus the retry of the cut one.
