@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	// The backends register themselves by name (backends.Open).
+	_ "github.com/ruvllm/ruvllm/backends/gorgonia"
 	_ "github.com/ruvllm/ruvllm/backends/native"
 )
 
