@@ -170,7 +170,7 @@ func (b *Backend) check(steps []backends.Step) error {
 func (b *Backend) step(st *backends.Step) error {
 	s := st.Seq.(*sequence)
 	t := len(st.Tokens)
-	n := newNet(b.m, t, s.Len(), s.past())
+	n := newNet(newGraph(), b.m, t, s.Len(), s.past())
 	n.roundKV = s.table.Pool().Type() == kvcache.F16
 	if s.adapter != nil {
 		n.lora = b.adapterNodes(n, s.adapter, s.adapterScale)

@@ -34,13 +34,20 @@ type pastKV struct {
 	k, v [][]float32
 }
 
+// graph is a Gorgonia graph and the count of its inputs, by which they are
+// named: one graph may hold several sequences' passes (the chosen and the
+// rejected completion of a preference pair) sharing an adapter's nodes.
+type graph struct {
+	g      *G.ExprGraph
+	inputs int
+}
+
 // net builds the graph of one pass over a sequence's tokens.
 type net struct {
-	g      *G.ExprGraph
-	inputs int // input nodes made, to name them
-	m      *Model
-	t      int // tokens of the pass
-	pos    int // position of the first
+	*graph
+	m   *Model
+	t   int // tokens of the pass
+	pos int // position of the first
 	// lora are the adapter's factors by target name; nil runs the base
 	// model.
 	lora map[string]*loraFactors
@@ -64,23 +71,26 @@ type net struct {
 	hidden *G.Node
 }
 
+// newGraph makes an empty graph.
+func newGraph() *graph { return &graph{g: G.NewGraph()} }
+
 // matrix makes a (rows, cols) input node holding data (not copied).
-func (n *net) matrix(data []float32, rows, cols int) *G.Node {
-	return n.dense(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data)))
+func (gr *graph) matrix(data []float32, rows, cols int) *G.Node {
+	return gr.dense(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data)))
 }
 
 // dense makes an input node of t. Every input gets a name of its own:
 // Gorgonia takes two unnamed inputs of one shape for the same node.
-func (n *net) dense(t *tensor.Dense) *G.Node {
+func (gr *graph) dense(t *tensor.Dense) *G.Node {
 	s := t.Shape()
-	n.inputs++
-	return G.NewMatrix(n.g, tensor.Float32, G.WithShape(s[0], s[1]), G.WithValue(t), G.WithName("in"+strconv.Itoa(n.inputs)))
+	gr.inputs++
+	return G.NewMatrix(gr.g, tensor.Float32, G.WithShape(s[0], s[1]), G.WithValue(t), G.WithName("in"+strconv.Itoa(gr.inputs)))
 }
 
-// newNet prepares the graph of a pass of t tokens from position pos after
-// the past keys and values.
-func newNet(m *Model, t, pos int, past pastKV) *net {
-	n := &net{g: G.NewGraph(), m: m, t: t, pos: pos, past: past}
+// newNet prepares, in gr, the pass of t tokens from position pos after the
+// past keys and values.
+func newNet(gr *graph, m *Model, t, pos int, past pastKV) *net {
+	n := &net{graph: gr, m: m, t: t, pos: pos, past: past}
 	cfg := m.cfg
 	hd, half := cfg.HeadDim, cfg.RopeDim/2
 	cos, sin := make([]float32, t*hd), make([]float32, t*hd)
@@ -176,7 +186,7 @@ func (n *net) norm(x *G.Node, w []float32) *G.Node {
 	}
 	ms := must(G.Mul(must(G.Square(x)), n.matrix(mean, dim, 1))) // (t, 1)
 	eps := G.NewConstant(n.m.cfg.NormEps)
-	r := must(G.InverseSqrt(must(G.Add(ms, eps))))
+	r := must(G.Inverse(must(G.Sqrt(must(G.Add(ms, eps)))))) // Gorgonia's InverseSqrt has a wrong gradient
 	return must(G.HadamardProd(x, must(G.Mul(r, n.row(w)))))
 }
 
@@ -311,6 +321,21 @@ func (n *net) forward(x *G.Node, r0, r1 int) *G.Node {
 	}
 	n.hidden = n.norm(x, n.m.w.global.vec(models.OutputNorm))
 	return must(G.Mul(n.hidden, n.dense(n.m.w.output.wt)))
+}
+
+// completionLogp builds the pass over tokens, prompt then completion, and
+// returns the scalar node log p(completion | prompt): the sum of the
+// completion tokens' log-softmax under the rows that predict them.
+func (n *net) completionLogp(tokens []int32, promptLen int) *G.Node {
+	vocab := n.m.cfg.VocabSize
+	rows := len(tokens) - promptLen
+	logits := n.forward(n.embed(tokens), promptLen-1, len(tokens)-1)
+	pick := make([]float32, rows*vocab)
+	for r, id := range tokens[promptLen:] {
+		pick[r*vocab+int(id)] = 1
+	}
+	ls := must(G.LogSoftMax(logits, 1))
+	return must(G.Sum(must(G.HadamardProd(ls, n.matrix(pick, rows, vocab)))))
 }
 
 // embed makes the (t, dim) node of the tokens' embeddings.

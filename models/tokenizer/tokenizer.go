@@ -485,3 +485,18 @@ func (t *Tokenizer) presentSpecials(text string, parseSpecial bool) []int {
 	slices.Sort(ks)
 	return ks
 }
+
+// EncodeContinuation returns the tokens completion adds after prompt,
+// whose tokens (encoded with o) are promptIDs: the tokens of prompt +
+// completion encoded together past promptIDs when those are their prefix,
+// as scoring the joined text under a model splits it; else, when the
+// joined text's tokens run across the boundary, completion encoded alone
+// without special tokens.
+func (t *Tokenizer) EncodeContinuation(promptIDs []ID, prompt, completion string, o EncodeOptions) []ID {
+	full := t.Encode(prompt+completion, o)
+	if len(full) > len(promptIDs) && slices.Equal(full[:len(promptIDs)], promptIDs) {
+		return full[len(promptIDs):]
+	}
+	o.AddSpecial = false
+	return t.Encode(completion, o)
+}

@@ -226,3 +226,26 @@ func TestReferencePrompts(t *testing.T) {
 		})
 	}
 }
+
+func TestEncodeContinuation(t *testing.T) {
+	tok := chatFixture(t)
+	o := EncodeOptions{AddSpecial: true}
+	cases := []struct{ prompt, completion string }{
+		{"a user", " use"},
+		{"ab", "ba"},
+		{"us", "er"}, // "user" merges across the boundary: encoded alone
+	}
+	for _, c := range cases {
+		t.Run(c.prompt+"|"+c.completion, func(t *testing.T) {
+			p := tok.Encode(c.prompt, o)
+			got := tok.EncodeContinuation(p, c.prompt, c.completion, o)
+			full := tok.Encode(c.prompt+c.completion, o)
+			if slices.Equal(full[:len(p)], p) && !slices.Equal(append(slices.Clone(p), got...), full) {
+				t.Errorf("prompt %v + continuation %v, the joined text is %v", p, got, full)
+			}
+			if len(got) == 0 {
+				t.Errorf("no tokens for %q", c.completion)
+			}
+		})
+	}
+}

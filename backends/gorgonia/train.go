@@ -1,0 +1,611 @@
+package gorgonia
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// Objective is what a training step minimises.
+type Objective string
+
+// The objectives. Each trains the adapter's factors only; the base model is
+// frozen and, for DPO and KTO, is the reference policy.
+const (
+	// SFT maximises log p(chosen | prompt) per token: supervised
+	// fine-tuning on the preferred completion.
+	SFT Objective = "sft"
+	// DPO is Direct Preference Optimization (Rafailov et al., 2023):
+	// −log σ(β·[(log π(c) − log π_ref(c)) − (log π(r) − log π_ref(r))]) for
+	// a chosen c and a rejected r.
+	DPO Objective = "dpo"
+	// KTO is Kahneman-Tversky Optimization (Ethayarajh et al., 2024) on
+	// rated completions: 1 − σ(β·(log π/π_ref(y) − z)) for a good one,
+	// 1 − σ(β·(z − log π/π_ref(y))) for a bad one, z the running estimate
+	// of the adapter's KL from the base (clamped at 0, not differentiated).
+	KTO Objective = "kto"
+)
+
+// ParseObjective reads an objective's name.
+func ParseObjective(s string) (Objective, error) {
+	switch o := Objective(strings.ToLower(s)); o {
+	case SFT, DPO, KTO:
+		return o, nil
+	}
+	return "", fmt.Errorf("unknown objective %q (sft, dpo or kto)", s)
+}
+
+// Penalty keeps the adapter near what it learned before, so that learning
+// a new preference forgets less of the old ones: λ/2·Σ w_i·(θ_i − θ*_i)²
+// over the factors θ, θ* their values at the last Consolidate.
+type Penalty string
+
+const (
+	// NoPenalty trains without one.
+	NoPenalty Penalty = "none"
+	// L2Anchor weighs every factor alike (w_i = 1).
+	L2Anchor Penalty = "l2"
+	// EWC is elastic weight consolidation (Kirkpatrick et al., 2017): w_i is
+	// the diagonal of the empirical Fisher information, the mean squared
+	// gradient of the loss over the consolidated examples, normalised to
+	// mean 1 so that λ means the same as for L2Anchor.
+	EWC Penalty = "ewc"
+)
+
+// ParsePenalty reads a penalty's name.
+func ParsePenalty(s string) (Penalty, error) {
+	switch p := Penalty(strings.ToLower(s)); p {
+	case NoPenalty, L2Anchor, EWC:
+		return p, nil
+	case "":
+		return NoPenalty, nil
+	}
+	return "", fmt.Errorf("unknown penalty %q (none, l2 or ewc)", s)
+}
+
+// Example is one piece of feedback in tokens. A preference pair has
+// Chosen and Rejected; a rated completion (KTO) has Chosen and Rating +1,
+// or Rejected and Rating −1. SFT trains on Chosen.
+type Example struct {
+	Prompt           []tokenizer.ID
+	Chosen, Rejected []tokenizer.ID
+	Rating           int
+}
+
+// TrainOptions configure a Trainer; the zero value trains a rank 2 adapter
+// of the q and v projections with DPO's defaults.
+type TrainOptions struct {
+	// Rank of every update; 0 means 2.
+	Rank int
+	// Alpha is lora_alpha, the update's scale times the rank; 0 means
+	// 2·Rank.
+	Alpha float32
+	// Targets are the roles to update, by GGUF name without the block
+	// ("attn_q", "ffn_down", ...), or "all" for every linear layer of
+	// every block; nil means attn_q and attn_v.
+	Targets []string
+	// LearningRate is Adam's; 0 means 2e-3.
+	LearningRate float64
+	// Beta is DPO's and KTO's inverse temperature; 0 means 0.1.
+	Beta float64
+	// Penalty and Lambda set the anchor penalty; Lambda 0 means 1.
+	Penalty Penalty
+	Lambda  float64
+	// Seed makes A's random start reproducible.
+	Seed uint64
+}
+
+func (o *TrainOptions) fill() {
+	if o.Rank == 0 {
+		o.Rank = 2
+	}
+	if o.Alpha == 0 {
+		o.Alpha = 2 * float32(o.Rank)
+	}
+	if o.Targets == nil {
+		o.Targets = []string{"attn_q", "attn_v"}
+	}
+	if o.LearningRate == 0 {
+		o.LearningRate = 2e-3
+	}
+	if o.Beta == 0 {
+		o.Beta = 0.1
+	}
+	if o.Penalty == "" {
+		o.Penalty = NoPenalty
+	}
+	if o.Lambda == 0 {
+		o.Lambda = 1
+	}
+}
+
+// param is one factor of the adapter, At (in, rank) or Bt (rank, out), as
+// Adam updates it: a gorgonia ValueGrad whose gradient each step copies in.
+type param struct {
+	value, grad *tensor.Dense
+	// anchor and weight are θ* and w of the penalty, nil without one.
+	anchor, weight []float32
+	// fisher sums squared gradients since the last Consolidate.
+	fisher []float32
+}
+
+func (p *param) Value() G.Value         { return p.value }
+func (p *param) Grad() (G.Value, error) { return p.grad, nil }
+func (p *param) data() []float32        { return p.value.Data().([]float32) }
+func (p *param) gradData() []float32    { return p.grad.Data().([]float32) }
+func newParam(rows, cols int, data []float32) *param {
+	return &param{
+		value: tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data)),
+		grad:  tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(make([]float32, rows*cols))),
+	}
+}
+
+// update is one target's factors.
+type update struct {
+	target *linear
+	at, bt *param
+	scale  float32
+}
+
+// Trainer trains one LoRA adapter on a frozen model. It is not safe for
+// concurrent use; the model may be shared with a backend.
+type Trainer struct {
+	m       *Model
+	opt     TrainOptions
+	updates []*update // sorted by target name
+	params  []G.ValueGrad
+	solver  *G.AdamSolver
+	// kl is KTO's running reference point z.
+	kl float64
+	// Steps counts the optimiser steps taken.
+	Steps int
+	// fisherN counts the gradients summed in the params' fisher.
+	fisherN int
+}
+
+// NewTrainer starts a new adapter on m: A drawn uniformly in ±1/√in (as
+// PEFT's Kaiming init), B zero, so that the adapter starts as the base
+// model exactly.
+func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
+	o.fill()
+	if o.Rank < 1 || o.Rank > 64 {
+		return nil, fmt.Errorf("gorgonia: rank %d is outside 1 … 64", o.Rank)
+	}
+	names, err := targetNames(m, o.Targets)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x7a11))
+	tr := &Trainer{m: m, opt: o}
+	for _, name := range names {
+		l := m.targets[name]
+		at := make([]float32, l.in*o.Rank)
+		bound := 1 / float32(math.Sqrt(float64(l.in)))
+		for i := range at {
+			at[i] = (2*rng.Float32() - 1) * bound
+		}
+		tr.add(l, at, make([]float32, o.Rank*l.out), o.Alpha/float32(o.Rank))
+	}
+	tr.finish()
+	return tr, nil
+}
+
+// TrainerFrom continues training adapter a on m; o's Rank, Alpha and
+// Targets are taken from a.
+func TrainerFrom(m *Model, a *lora.Adapter, o TrainOptions) (*Trainer, error) {
+	o.fill()
+	tr := &Trainer{m: m, opt: o}
+	for _, t := range a.Targets() {
+		l, ok := m.targets[t.Name]
+		if !ok || l.in != t.In || l.out != t.Out {
+			return nil, fmt.Errorf("gorgonia: adapter %q updates %s, which this model does not have in that shape: %w", a.Name, t.Name, lora.ErrInvalid)
+		}
+		tr.add(l, transposed(t.A, t.Rank, t.In).Data().([]float32), transposed(t.B(), t.Out, t.Rank).Data().([]float32), t.Scale)
+		tr.opt.Rank = t.Rank
+	}
+	tr.opt.Alpha = a.Alpha
+	tr.finish()
+	return tr, nil
+}
+
+func (tr *Trainer) add(l *linear, at, bt []float32, scale float32) {
+	r := len(at) / l.in
+	tr.updates = append(tr.updates, &update{target: l, at: newParam(l.in, r, at), bt: newParam(r, l.out, bt), scale: scale})
+}
+
+func (tr *Trainer) finish() {
+	slices.SortFunc(tr.updates, func(a, b *update) int { return strings.Compare(a.target.name, b.target.name) })
+	for _, u := range tr.updates {
+		tr.params = append(tr.params, u.at, u.bt)
+	}
+	tr.solver = G.NewAdamSolver(G.WithLearnRate(tr.opt.LearningRate))
+}
+
+// targetNames lists the GGUF names of the matrices the roles name.
+func targetNames(m *Model, roles []string) ([]string, error) {
+	all := slices.Contains(roles, "all")
+	var names []string
+	for name := range m.targets {
+		r, layer, ok := models.ParseTensorName(name)
+		if !ok || layer < 0 {
+			continue // the output projection: not a block's
+		}
+		if all || slices.Contains(roles, r.Spec().Name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("gorgonia: the targets %v name no linear layer of a %s block", roles, m.cfg.Arch)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Options are the trainer's options with defaults filled in.
+func (tr *Trainer) Options() TrainOptions { return tr.opt }
+
+// Adapter makes a lora.Adapter of the factors as they are now: a copy,
+// which later steps do not change.
+func (tr *Trainer) Adapter(name string) (*lora.Adapter, error) {
+	var ts []*lora.Target
+	for _, u := range tr.updates {
+		l := u.target
+		r := len(u.at.data()) / l.in
+		a := transposed(u.at.data(), l.in, r).Data().([]float32)  // (r, in)
+		b := transposed(u.bt.data(), r, l.out).Data().([]float32) // (out, r)
+		t, err := lora.NewTarget(l.name, l.in, l.out, r, a, b, u.scale)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	a, err := lora.New(name, tr.m.cfg.Arch, tr.opt.Alpha, false, lora.FormatGGUF, ts)
+	if err != nil {
+		return nil, err
+	}
+	a.Name = name
+	return a, nil
+}
+
+// factors makes the adapter's nodes in gr.
+func (tr *Trainer) factors(gr *graph) (map[string]*loraFactors, []*G.Node) {
+	lf := make(map[string]*loraFactors, len(tr.updates))
+	var nodes []*G.Node
+	for _, u := range tr.updates {
+		f := &loraFactors{at: gr.dense(u.at.value), bt: gr.dense(u.bt.value), scale: u.scale}
+		lf[u.target.name] = f
+		nodes = append(nodes, f.at, f.bt)
+	}
+	return lf, nodes
+}
+
+// logp builds log p(completion | prompt) in gr, with the adapter's factors
+// lf (nil: the base model).
+func (tr *Trainer) logp(gr *graph, lf map[string]*loraFactors, prompt, completion []tokenizer.ID) *G.Node {
+	all := append(slices.Clip(prompt), completion...)
+	n := newNet(gr, tr.m, len(all), 0, pastKV{})
+	n.lora = lf
+	return n.completionLogp(all, len(prompt))
+}
+
+// check refuses an example the objective cannot train on.
+func (tr *Trainer) check(obj Objective, ex *Example) error {
+	vocab := tr.m.cfg.VocabSize
+	if len(ex.Prompt) == 0 {
+		return errors.New("gorgonia: an example needs a prompt of at least one token")
+	}
+	for _, ids := range [][]tokenizer.ID{ex.Prompt, ex.Chosen, ex.Rejected} {
+		for _, id := range ids {
+			if id < 0 || int(id) >= vocab {
+				return fmt.Errorf("gorgonia: token %d is outside the vocabulary of %d", id, vocab)
+			}
+		}
+	}
+	switch {
+	case len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)) > tr.m.cfg.ContextLength:
+		return fmt.Errorf("gorgonia: an example of %d tokens is longer than the context of %d", len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)), tr.m.cfg.ContextLength)
+	case obj == SFT && len(ex.Chosen) == 0:
+		return errors.New("gorgonia: SFT needs a chosen completion")
+	case obj == DPO && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
+		return errors.New("gorgonia: DPO needs a chosen and a rejected completion")
+	case obj == KTO && ex.Rating > 0 && len(ex.Chosen) == 0, obj == KTO && ex.Rating < 0 && len(ex.Rejected) == 0:
+		return errors.New("gorgonia: KTO needs the rated completion")
+	case obj == KTO && ex.Rating == 0 && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
+		return errors.New("gorgonia: KTO needs a rating, or a chosen and a rejected completion")
+	}
+	return nil
+}
+
+// Reference scores an example under the base model: log p(chosen) and
+// log p(rejected) (0 for a missing one), the reference DPO and KTO compare
+// against. Callers that step on the same example again keep it.
+func (tr *Trainer) Reference(ex *Example) (chosen, rejected float64, err error) {
+	return tr.score(ex, nil)
+}
+
+// Score is Reference under the adapter as it is now.
+func (tr *Trainer) Score(ex *Example) (chosen, rejected float64, err error) {
+	gr := newGraph()
+	lf, _ := tr.factors(gr)
+	return tr.scoreIn(gr, lf, ex)
+}
+
+func (tr *Trainer) score(ex *Example, lf map[string]*loraFactors) (float64, float64, error) {
+	return tr.scoreIn(newGraph(), lf, ex)
+}
+
+func (tr *Trainer) scoreIn(gr *graph, lf map[string]*loraFactors, ex *Example) (chosen, rejected float64, err error) {
+	if len(ex.Prompt) == 0 {
+		return 0, 0, errors.New("gorgonia: an example needs a prompt")
+	}
+	var c, r *G.Node
+	err = build(func() {
+		if len(ex.Chosen) > 0 {
+			c = tr.logp(gr, lf, ex.Prompt, ex.Chosen)
+		}
+		if len(ex.Rejected) > 0 {
+			r = tr.logp(gr, lf, ex.Prompt, ex.Rejected)
+		}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	vm := G.NewTapeMachine(gr.g, G.TraceExec())
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		return 0, 0, err
+	}
+	if c != nil {
+		chosen = scalar(c)
+	}
+	if r != nil {
+		rejected = scalar(r)
+	}
+	return chosen, rejected, nil
+}
+
+// scalar is a scalar node's value after a run.
+func scalar(n *G.Node) float64 {
+	switch v := n.Value().Data().(type) {
+	case float32:
+		return float64(v)
+	case []float32:
+		return float64(v[0])
+	}
+	return math.NaN()
+}
+
+// Scored is an example with its reference log-probabilities, what a step
+// trains on.
+type Scored struct {
+	Example
+	RefChosen, RefRejected float64
+}
+
+// Prepare checks ex for obj and scores it under the base model.
+func (tr *Trainer) Prepare(obj Objective, ex Example) (Scored, error) {
+	if err := tr.check(obj, &ex); err != nil {
+		return Scored{}, err
+	}
+	s := Scored{Example: ex}
+	if obj == SFT {
+		return s, nil
+	}
+	c, r, err := tr.Reference(&ex)
+	if err != nil {
+		return Scored{}, err
+	}
+	s.RefChosen, s.RefRejected = c, r
+	return s, nil
+}
+
+// lossOf builds one example's loss in gr.
+func (tr *Trainer) lossOf(gr *graph, lf map[string]*loraFactors, obj Objective, ex *Scored) *G.Node {
+	beta := float32(tr.opt.Beta)
+	switch obj {
+	case SFT:
+		lp := tr.logp(gr, lf, ex.Prompt, ex.Chosen)
+		return must(G.Mul(lp, G.NewConstant(-1/float32(len(ex.Chosen)))))
+	case DPO:
+		c := tr.logp(gr, lf, ex.Prompt, ex.Chosen)
+		r := tr.logp(gr, lf, ex.Prompt, ex.Rejected)
+		ref := float32(ex.RefChosen - ex.RefRejected)
+		z := must(G.Sub(must(G.Sub(c, r)), G.NewConstant(ref)))
+		// −log σ(βz) = softplus(−βz)
+		return must(G.Softplus(must(G.Mul(z, G.NewConstant(-beta)))))
+	}
+	// KTO: a pair is a good and a bad completion; a rating one of them.
+	var loss *G.Node
+	addTerm := func(completion []tokenizer.ID, ref float64, good bool) {
+		lp := tr.logp(gr, lf, ex.Prompt, completion)
+		ratio := must(G.Sub(lp, G.NewConstant(float32(ref))))
+		d := must(G.Sub(ratio, G.NewConstant(float32(tr.kl))))
+		if !good {
+			d = must(G.Neg(d))
+		}
+		term := must(G.Sub(G.NewConstant(float32(1)), must(G.Sigmoid(must(G.Mul(d, G.NewConstant(beta)))))))
+		if loss == nil {
+			loss = term
+		} else {
+			loss = must(G.Add(loss, term))
+		}
+	}
+	if ex.Rating >= 0 && len(ex.Chosen) > 0 {
+		addTerm(ex.Chosen, ex.RefChosen, true)
+	}
+	if ex.Rating <= 0 && len(ex.Rejected) > 0 {
+		addTerm(ex.Rejected, ex.RefRejected, false)
+	}
+	return loss
+}
+
+// Step takes one Adam step on the mean loss of the examples (prepared for
+// obj) plus the penalty, and returns that loss (the objective's mean and
+// the penalty).
+func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error) {
+	if len(batch) == 0 {
+		return 0, errors.New("gorgonia: a step needs examples")
+	}
+	loss, err = tr.gradients(obj, batch)
+	if err != nil {
+		return 0, err
+	}
+	loss += tr.penalize()
+	for _, p := range tr.params {
+		pp := p.(*param)
+		for i, g := range pp.gradData() {
+			if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
+				return 0, fmt.Errorf("gorgonia: the gradient is not finite (entry %d)", i)
+			}
+		}
+	}
+	if err := tr.solver.Step(tr.params); err != nil {
+		return 0, err
+	}
+	tr.Steps++
+	if obj == KTO {
+		tr.updateKL(batch)
+	}
+	return loss, nil
+}
+
+// gradients computes the mean loss of the batch and its gradient into
+// every param's grad, adding the squared gradients to their Fisher sums.
+func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
+	gr := newGraph()
+	lf, nodes := tr.factors(gr)
+	var loss *G.Node
+	err := build(func() {
+		for i := range batch {
+			l := tr.lossOf(gr, lf, obj, &batch[i])
+			if loss == nil {
+				loss = l
+			} else {
+				loss = must(G.Add(loss, l))
+			}
+		}
+		if len(batch) > 1 {
+			loss = must(G.Mul(loss, G.NewConstant(1/float32(len(batch)))))
+		}
+		_, err := G.Grad(loss, nodes...)
+		must(nil, err)
+	})
+	if err != nil {
+		return 0, err
+	}
+	vm := G.NewTapeMachine(gr.g, G.TraceExec())
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		return 0, err
+	}
+	for i, nd := range nodes {
+		g, err := nd.Grad()
+		if err != nil {
+			return 0, err
+		}
+		p := tr.params[i].(*param)
+		copy(p.gradData(), g.Data().([]float32))
+		if p.fisher == nil {
+			p.fisher = make([]float32, len(p.gradData()))
+		}
+		for j, x := range p.gradData() {
+			p.fisher[j] += x * x
+		}
+	}
+	tr.fisherN++
+	return scalar(loss), nil
+}
+
+// updateKL moves KTO's reference point towards the batch's mean log-ratio
+// of the adapter to the base (clamped at 0), after the step's scores.
+func (tr *Trainer) updateKL(batch []Scored) {
+	sum, n := 0.0, 0
+	for i := range batch {
+		c, r, err := tr.Score(&batch[i].Example)
+		if err != nil {
+			return
+		}
+		if len(batch[i].Chosen) > 0 {
+			sum, n = sum+c-batch[i].RefChosen, n+1
+		}
+		if len(batch[i].Rejected) > 0 {
+			sum, n = sum+r-batch[i].RefRejected, n+1
+		}
+	}
+	if n > 0 {
+		tr.kl = max(0, 0.9*tr.kl+0.1*sum/float64(n))
+	}
+}
+
+// penalize adds the anchor penalty's gradient λ·w·(θ − θ*) to every
+// param's grad and returns the penalty, λ/2·Σ w·(θ − θ*)². It is a
+// quadratic with a closed-form gradient, so it is added here rather than
+// built into the graph.
+func (tr *Trainer) penalize() float64 {
+	if tr.opt.Penalty == NoPenalty {
+		return 0
+	}
+	lambda := tr.opt.Lambda
+	pen := 0.0
+	for _, p := range tr.params {
+		pp := p.(*param)
+		if pp.anchor == nil {
+			continue
+		}
+		g := pp.gradData()
+		for i, x := range pp.data() {
+			d := float64(x - pp.anchor[i])
+			w := 1.0
+			if pp.weight != nil {
+				w = float64(pp.weight[i])
+			}
+			pen += 0.5 * lambda * w * d * d
+			g[i] += float32(lambda * w * d)
+		}
+	}
+	return pen
+}
+
+// Consolidate makes what the adapter knows now the anchor of the penalty:
+// θ* becomes the factors' values and, for EWC, w the mean squared gradient
+// since the last Consolidate (the diagonal Fisher estimate), scaled to mean
+// 1 over all factors. Without a penalty it does nothing.
+func (tr *Trainer) Consolidate() {
+	if tr.opt.Penalty == NoPenalty {
+		return
+	}
+	total, count := 0.0, 0
+	for _, p := range tr.params {
+		pp := p.(*param)
+		pp.anchor = slices.Clone(pp.data())
+		for _, f := range pp.fisher {
+			total += float64(f)
+		}
+		count += len(pp.data())
+	}
+	mean := total / float64(max(count, 1))
+	for _, p := range tr.params {
+		pp := p.(*param)
+		pp.weight = nil
+		if tr.opt.Penalty == EWC && mean > 0 {
+			pp.weight = make([]float32, len(pp.data()))
+			for i := range pp.weight {
+				if pp.fisher != nil {
+					pp.weight[i] = float32(float64(pp.fisher[i]) / mean)
+				}
+			}
+		}
+		clear(pp.fisher)
+	}
+	tr.fisherN = 0
+}
