@@ -172,6 +172,7 @@ func (b *Backend) step(st *backends.Step) error {
 	t := len(st.Tokens)
 	n := newNet(newGraph(), b.m, t, s.Len(), s.past())
 	n.roundKV = s.table.Pool().Type() == kvcache.F16
+	n.keepKV = true
 	if s.adapter != nil {
 		n.lora = b.adapterNodes(n, s.adapter, s.adapterScale)
 	}
@@ -193,7 +194,7 @@ func (b *Backend) step(st *backends.Step) error {
 		return err // check made room
 	}
 	for l := range b.m.cfg.Layers {
-		s.table.Store(l, pos, interleave(n.newK[l], t), interleave(n.newV[l], t))
+		s.table.Store(l, pos, n.attn[l].newK, n.attn[l].newV)
 	}
 	s.table.Commit()
 	if st.Logits != nil {

@@ -2,7 +2,6 @@ package gorgonia
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 
 	G "gorgonia.org/gorgonia"
@@ -51,21 +50,18 @@ type net struct {
 	// lora are the adapter's factors by target name; nil runs the base
 	// model.
 	lora map[string]*loraFactors
-	// roundKV rounds the pass's keys and values to F16 before attention,
-	// as an F16 cache stores them, and the queries and attention weights
-	// too, as ggml's products with F16 keys and values do (llama.cpp's
-	// arithmetic, which the native backend follows).
+	// roundKV rounds as an F16 cache stores keys and values (attention.round).
 	roundKV bool
-	past    pastKV
-	// cos and sin (t, head_dim) and rot (head_dim, head_dim) make RoPE
-	// x⊙cos + (x·rot)⊙sin; ones (t, 1) broadcasts rows.
-	cos, sin, rot, ones *G.Node
-	mask                *G.Node // (t, past+t): 0 where a token may look, -inf elsewhere
-	// newK and newV are each layer's keys and values of the pass (after
-	// RoPE, before rounding), a node (t, head_dim) per kv head, for the
-	// caller to store in its cache. (A concatenation of the heads came out
-	// of Gorgonia's machine with the value of a later concatenation.)
-	newK, newV [][]*G.Node
+	// keepKV makes every layer's attention keep the pass's keys and values
+	// for the caller's cache.
+	keepKV bool
+	past   pastKV
+	// cos and sin (t, rope_dim/2) are the RoPE angles of the tokens.
+	cos, sin []float32
+	ones     *G.Node // (t, 1): broadcasts rows
+	// attn are the layers' attentions, which hold the pass's keys and
+	// values after a run when keepKV is set.
+	attn []*attention
 	// hidden are the final normalised hidden states of the rows forward
 	// returns logits of.
 	hidden *G.Node
@@ -91,40 +87,16 @@ func (gr *graph) dense(t *tensor.Dense) *G.Node {
 // past keys and values.
 func newNet(gr *graph, m *Model, t, pos int, past pastKV) *net {
 	n := &net{graph: gr, m: m, t: t, pos: pos, past: past}
-	cfg := m.cfg
-	hd, half := cfg.HeadDim, cfg.RopeDim/2
-	cos, sin := make([]float32, t*hd), make([]float32, t*hd)
-	c, s := make([]float32, half), make([]float32, half)
+	half := m.cfg.RopeDim / 2
+	n.cos, n.sin = make([]float32, t*half), make([]float32, t*half)
 	for r := range t {
-		m.rope.Angles(pos+r, c, s)
-		row := r * hd
-		for i := range hd {
-			cos[row+i] = 1 // dimensions past the rotated ones stay
-		}
-		for i := range half {
-			a, b := 2*i, 2*i+1
-			if cfg.Rope == models.RopeNeoX {
-				a, b = i, i+half
-			}
-			cos[row+a], cos[row+b] = c[i], c[i]
-			sin[row+a], sin[row+b] = s[i], s[i]
-		}
+		m.rope.Angles(pos+r, n.cos[r*half:(r+1)*half], n.sin[r*half:(r+1)*half])
 	}
-	n.cos, n.sin = n.matrix(cos, t, hd), n.matrix(sin, t, hd)
-	n.rot = n.dense(m.rot)
 	ones := make([]float32, t)
 	for i := range ones {
 		ones[i] = 1
 	}
 	n.ones = n.matrix(ones, t, 1)
-	cols := past.n + t
-	mask := make([]float32, t*cols)
-	for r := range t {
-		for j := past.n + r + 1; j < cols; j++ {
-			mask[r*cols+j] = float32(math.Inf(-1))
-		}
-	}
-	n.mask = n.matrix(mask, t, cols)
 	return n
 }
 
@@ -152,20 +124,6 @@ func build(f func()) (err error) {
 	}()
 	f()
 	return nil
-}
-
-// interleave joins the values of heads, each (t, w), into rows of t
-// tokens: (t, len(heads)·w).
-func interleave(heads []*G.Node, t int) []float32 {
-	w := len(floats(heads[0])) / t
-	out := make([]float32, t*w*len(heads))
-	for h, x := range heads {
-		v := floats(x)
-		for r := range t {
-			copy(out[(r*len(heads)+h)*w:], v[r*w:(r+1)*w])
-		}
-	}
-	return out
 }
 
 // floats is the F32 data of a node's value after a run of a machine made
@@ -206,77 +164,24 @@ func (n *net) linear(x *G.Node, l *linear, bias []float32) *G.Node {
 	return y
 }
 
-// roundF16 rounds x to F16 precision (the gradient passes through).
-func (n *net) roundF16(x *G.Node) *G.Node { return must(G.ApplyOp(roundF16Op{}, x)) }
-
-// rope rotates the head x (t, head_dim).
-func (n *net) rope(x *G.Node) *G.Node {
-	return must(G.Add(must(G.HadamardProd(x, n.cos)), must(G.HadamardProd(must(G.Mul(x, n.rot)), n.sin))))
-}
-
-// cols slices columns [c0, c1) of x.
-func cols(x *G.Node, c0, c1 int) *G.Node { return must(G.Slice(x, nil, G.S(c0, c1))) }
-
 // attention is block l's self-attention of its normalised input xn
 // (t, dim): Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv), each
-// token seeing the past and the pass's tokens up to itself.
+// token seeing the past and the pass's tokens up to itself (ops.go).
 func (n *net) attention(l int, t *tensors, xn *G.Node) *G.Node {
-	cfg := n.m.cfg
-	hd, heads, kvHeads := cfg.HeadDim, cfg.Heads, cfg.KVHeads
 	q := n.linear(xn, t.mat(models.AttnQ), t.vec(models.AttnQBias))
 	k := n.linear(xn, t.mat(models.AttnK), t.vec(models.AttnKBias))
 	v := n.linear(xn, t.mat(models.AttnV), t.vec(models.AttnVBias))
-	ks, vs := make([]*G.Node, kvHeads), make([]*G.Node, kvHeads)
-	for g := range kvHeads {
-		ks[g] = n.rope(cols(k, g*hd, (g+1)*hd))
-		vs[g] = cols(v, g*hd, (g+1)*hd)
+	a := &attention{m: n.m, t: n.t, pos: n.pos, past: n.past.n, round: n.roundKV, cos: n.cos, sin: n.sin}
+	if n.past.n > 0 {
+		a.pastK, a.pastV = n.past.k[l], n.past.v[l]
 	}
-	n.newK[l], n.newV[l] = append([]*G.Node(nil), ks...), append([]*G.Node(nil), vs...)
-	if n.roundKV {
-		for g := range kvHeads {
-			ks[g], vs[g] = n.roundF16(ks[g]), n.roundF16(vs[g])
-		}
+	if n.keepKV {
+		kvDim := n.m.cfg.KVHeads * n.m.cfg.HeadDim
+		a.newK, a.newV = make([]float32, n.t*kvDim), make([]float32, n.t*kvDim)
 	}
-	scale := G.NewConstant(1 / float32(math.Sqrt(float64(hd))))
-	kT := make([]*G.Node, kvHeads)
-	for g := range kvHeads {
-		if n.past.n > 0 {
-			kvDim := kvHeads * hd
-			pk := n.matrix(pastHead(n.past.k[l], n.past.n, kvDim, g*hd, hd), n.past.n, hd)
-			pv := n.matrix(pastHead(n.past.v[l], n.past.n, kvDim, g*hd, hd), n.past.n, hd)
-			ks[g] = must(G.Concat(0, pk, ks[g]))
-			vs[g] = must(G.Concat(0, pv, vs[g]))
-		}
-		kT[g] = must(G.Transpose(ks[g]))
-	}
-	outs := make([]*G.Node, heads)
-	for h := range heads {
-		g := h / (heads / kvHeads)
-		qh := n.rope(cols(q, h*hd, (h+1)*hd))
-		if n.roundKV {
-			qh = n.roundF16(qh)
-		}
-		s := must(G.Mul(must(G.Mul(qh, kT[g])), scale)) // (t, past+t)
-		p := must(G.SoftMax(must(G.Add(s, n.mask)), 1))
-		if n.roundKV {
-			p = n.roundF16(p)
-		}
-		outs[h] = must(G.Mul(p, vs[g])) // (t, head_dim)
-	}
-	att := outs[0]
-	if heads > 1 {
-		att = must(G.Concat(1, outs...))
-	}
+	n.attn[l] = a
+	att := must(G.ApplyOp(attnOp{a}, q, k, v))
 	return n.linear(att, t.mat(models.AttnOut), nil)
-}
-
-// pastHead copies the columns [c0, c0+w) of the (rows, stride) matrix m.
-func pastHead(m []float32, rows, stride, c0, w int) []float32 {
-	out := make([]float32, rows*w)
-	for r := range rows {
-		copy(out[r*w:(r+1)*w], m[r*stride+c0:r*stride+c0+w])
-	}
-	return out
 }
 
 // swiglu is block l's MLP: Wdown·(silu(Wgate·xn) ⊙ Wup·xn).
@@ -304,12 +209,7 @@ var blocks = map[string]func(n *net, l int, x *G.Node) *G.Node{
 // forward builds the pass over the embeddings x (t, dim) and returns the
 // logits (r1−r0, vocab) of the rows [r0, r1) of the pass.
 func (n *net) forward(x *G.Node, r0, r1 int) *G.Node {
-	cfg := n.m.cfg
-	n.newK, n.newV = make([][]*G.Node, cfg.Layers), make([][]*G.Node, cfg.Layers)
-	block := blocks[cfg.Arch]
-	for l := range cfg.Layers {
-		x = block(n, l, x)
-	}
+	var sel *G.Node
 	if r0 != 0 || r1 != n.t {
 		// A product with rows of the identity picks the rows: a slice of
 		// one row would drop the row axis.
@@ -317,25 +217,71 @@ func (n *net) forward(x *G.Node, r0, r1 int) *G.Node {
 		for r := r0; r < r1; r++ {
 			pick[(r-r0)*n.t+r] = 1
 		}
-		x = must(G.Mul(n.matrix(pick, r1-r0, n.t), x))
+		sel = n.matrix(pick, r1-r0, n.t)
+	}
+	return n.forwardRows(x, sel)
+}
+
+// forwardRows builds the pass over x (t, dim) and returns the logits of
+// the rows sel (rows, t) picks, every row when sel is nil.
+func (n *net) forwardRows(x, sel *G.Node) *G.Node {
+	cfg := n.m.cfg
+	n.attn = make([]*attention, cfg.Layers)
+	block := blocks[cfg.Arch]
+	for l := range cfg.Layers {
+		x = block(n, l, x)
+	}
+	if sel != nil {
+		x = must(G.Mul(sel, x))
 	}
 	n.hidden = n.norm(x, n.m.w.global.vec(models.OutputNorm))
 	return must(G.Mul(n.hidden, n.dense(n.m.w.output.wt)))
 }
 
-// completionLogp builds the pass over tokens, prompt then completion, and
-// returns the scalar node log p(completion | prompt): the sum of the
-// completion tokens' log-softmax under the rows that predict them.
-func (n *net) completionLogp(tokens []int32, promptLen int) *G.Node {
-	vocab := n.m.cfg.VocabSize
-	rows := len(tokens) - promptLen
-	logits := n.forward(n.embed(tokens), promptLen-1, len(tokens)-1)
-	pick := make([]float32, rows*vocab)
-	for r, id := range tokens[promptLen:] {
-		pick[r*vocab+int(id)] = 1
+// seqInputs are the inputs of one sequence of a training graph, which a
+// cached graph refills for each example of the same shape: the
+// embeddings x (t, dim) of prompt and completion, zero past them; sel
+// (rows, t) picking the rows that predict the completion's tokens; and
+// their one-hots (rows, vocab). Rows and tokens past the example's are
+// zero: padding at the end, which no earlier token attends to and whose
+// zero one-hots add nothing to the log-probability.
+type seqInputs struct {
+	t, rows        int
+	x, sel, onehot []float32
+}
+
+// padStep is what training shapes are rounded up to, so that examples of
+// nearby lengths share one compiled graph.
+const padStep = 8
+
+func padded(n int) int { return (n + padStep - 1) / padStep * padStep }
+
+func newSeqInputs(m *Model, t, rows int) *seqInputs {
+	return &seqInputs{t: t, rows: rows, x: make([]float32, t*m.cfg.Dim), sel: make([]float32, rows*t), onehot: make([]float32, rows*m.cfg.VocabSize)}
+}
+
+// fill writes the example's tokens into the inputs.
+func (s *seqInputs) fill(m *Model, prompt, completion []int32) {
+	dim, vocab := m.cfg.Dim, m.cfg.VocabSize
+	clear(s.x)
+	clear(s.sel)
+	clear(s.onehot)
+	for i, id := range append(append([]int32(nil), prompt...), completion...) {
+		copy(s.x[i*dim:(i+1)*dim], m.w.embd[int(id)*dim:(int(id)+1)*dim])
 	}
+	for r, id := range completion {
+		s.sel[r*s.t+len(prompt)-1+r] = 1
+		s.onehot[r*vocab+int(id)] = 1
+	}
+}
+
+// completionLogp builds the pass over the sequence's inputs and returns
+// the scalar node log p(completion | prompt): the sum of the completion
+// tokens' log-softmax under the rows that predict them.
+func (n *net) completionLogp(in *seqInputs) *G.Node {
+	logits := n.forwardRows(n.matrix(in.x, in.t, n.m.cfg.Dim), n.matrix(in.sel, in.rows, in.t))
 	ls := must(G.LogSoftMax(logits, 1))
-	return must(G.Sum(must(G.HadamardProd(ls, n.matrix(pick, rows, vocab)))))
+	return must(G.Sum(must(G.HadamardProd(ls, n.matrix(in.onehot, in.rows, n.m.cfg.VocabSize)))))
 }
 
 // embed makes the (t, dim) node of the tokens' embeddings.

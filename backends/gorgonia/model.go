@@ -2,8 +2,7 @@ package gorgonia
 
 import (
 	"fmt"
-
-	"gorgonia.org/tensor"
+	"math"
 
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
@@ -17,9 +16,8 @@ type Model struct {
 	cfg  *models.Config
 	w    *weights
 	rope kernels.Rope
-	// rot (head_dim, head_dim) maps a head to its rotated partner
-	// dimensions, signed: RoPE is x⊙cos + (x·rot)⊙sin.
-	rot *tensor.Dense
+	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim).
+	attnScale float32
 	// targets are the matrices a LoRA adapter may update, by GGUF name.
 	targets map[string]*linear
 }
@@ -52,18 +50,7 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 	if cfg.TiedOutput {
 		delete(m.targets, w.output.name)
 	}
-	hd, half := cfg.HeadDim, cfg.RopeDim/2
-	rot := make([]float32, hd*hd)
-	for i := range half {
-		a, b := 2*i, 2*i+1
-		if cfg.Rope == models.RopeNeoX {
-			a, b = i, i+half
-		}
-		// (x·rot)[a] = −x[b], (x·rot)[b] = x[a]
-		rot[b*hd+a] = -1
-		rot[a*hd+b] = 1
-	}
-	m.rot = tensor.New(tensor.WithShape(hd, hd), tensor.WithBacking(rot))
+	m.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
 	return m, nil
 }
 

@@ -12,54 +12,278 @@ import (
 	"github.com/ruvllm/ruvllm/kernels"
 )
 
-// roundF16Op rounds every element to the nearest F16 and back, as storing
-// keys and values in an F16 KV cache does, so that the tokens of a pass
-// attend to the same rounded keys and values as the tokens of later passes
-// read from the cache. Its gradient passes straight through: rounding is
-// treated as the identity when training.
-type roundF16Op struct{}
+// Attention is one Gorgonia op per layer rather than a subgraph of slices,
+// products and softmaxes per head: a graph of a few dozen nodes a layer
+// instead of a few hundred compiles and differentiates an order of
+// magnitude faster, which an online update needs. The op computes with
+// kernels (RoPE as the native backend rotates, ggml's softmax) and has its
+// own gradient op, the textbook backward pass of softmax attention.
 
-func (roundF16Op) Arity() int { return 1 }
-
-func (roundF16Op) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	return hm.NewFnType(a, a)
+// attention is the shape and context of one layer's attention in a pass.
+type attention struct {
+	m    *Model
+	t    int // tokens of the pass
+	pos  int // position of the first
+	past int // cached positions before it
+	// pastK and pastV (past, kv_heads·head_dim) are the cached keys (after
+	// RoPE) and values.
+	pastK, pastV []float32
+	// round rounds the pass's keys and values, the queries and the
+	// attention weights to F16, as ggml's products over an F16 cache do.
+	round bool
+	// cos and sin (t, rope_dim/2) are the angles of the tokens' positions.
+	cos, sin []float32
+	// newK and newV (t, kv_heads·head_dim) receive the pass's keys after
+	// RoPE and its values, unrounded, for the caller's cache.
+	newK, newV []float32
 }
 
-func (roundF16Op) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, ok := in[0].(tensor.Shape)
-	if !ok {
-		return nil, fmt.Errorf("gorgonia: roundF16 of a %T", in[0])
-	}
-	return s.Clone(), nil
+// dims are the attention's sizes.
+func (a *attention) dims() (heads, kvHeads, hd, qDim, kvDim int) {
+	c := a.m.cfg
+	return c.Heads, c.KVHeads, c.HeadDim, c.Heads * c.HeadDim, c.KVHeads * c.HeadDim
 }
 
-func (roundF16Op) Do(in ...G.Value) (G.Value, error) {
-	t, ok := in[0].(*tensor.Dense)
-	if !ok || t.Dtype() != tensor.Float32 {
-		return nil, fmt.Errorf("gorgonia: roundF16 of %T", in[0])
+// rope rotates row r of x (heads of head_dim) by its position's angles;
+// back rotates by minus them, the transpose, for gradients.
+func (a *attention) rope(x []float32, r int, back bool) {
+	half := a.m.cfg.RopeDim / 2
+	cos, sin := a.cos[r*half:(r+1)*half], a.sin[r*half:(r+1)*half]
+	if back {
+		neg := make([]float32, half)
+		for i, s := range sin {
+			neg[i] = -s
+		}
+		sin = neg
 	}
-	src := t.Float32s()
-	dst := make([]float32, len(src))
-	for i, x := range src {
-		dst[i] = kernels.FP16ToFP32(kernels.FP32ToFP16(x))
-	}
-	return tensor.New(tensor.WithShape(t.Shape().Clone()...), tensor.WithBacking(dst)), nil
+	a.m.rope.Apply(x, a.m.cfg.HeadDim, cos, sin)
 }
 
-func (roundF16Op) ReturnsPtr() bool      { return false }
-func (roundF16Op) CallsExtern() bool     { return false }
-func (roundF16Op) OverwritesInput() int  { return -1 }
-func (roundF16Op) WriteHash(h hash.Hash) { fmt.Fprint(h, "roundF16") }
-func (op roundF16Op) Hashcode() uint32 {
+// roundRow rounds x to F16 precision in place.
+func roundRow(x []float32) {
+	for i, v := range x {
+		x[i] = kernels.FP16ToFP32(kernels.FP32ToFP16(v))
+	}
+}
+
+// prepared are a pass's roped queries and all keys and values it sees.
+type prepared struct {
+	q    []float32 // (t, q_dim) after RoPE (and rounding)
+	k, v []float32 // (past+t, kv_dim), the past's then the pass's
+}
+
+// prepare ropes q and k of the pass and joins the keys and values to the
+// past's.
+func (a *attention) prepare(q, k, v []float32) *prepared {
+	_, _, _, qDim, kvDim := a.dims()
+	n := a.past + a.t
+	p := &prepared{q: append([]float32(nil), q...), k: make([]float32, n*kvDim), v: make([]float32, n*kvDim)}
+	copy(p.k, a.pastK)
+	copy(p.v, a.pastV)
+	copy(p.k[a.past*kvDim:], k)
+	copy(p.v[a.past*kvDim:], v)
+	for r := range a.t {
+		a.rope(p.q[r*qDim:(r+1)*qDim], r, false)
+		a.rope(p.k[(a.past+r)*kvDim:(a.past+r+1)*kvDim], r, false)
+	}
+	if a.newK != nil {
+		copy(a.newK, p.k[a.past*kvDim:])
+		copy(a.newV, p.v[a.past*kvDim:])
+	}
+	if a.round {
+		roundRow(p.q)
+		roundRow(p.k[a.past*kvDim:])
+		roundRow(p.v[a.past*kvDim:])
+	}
+	return p
+}
+
+// weights sets w (past+r+1) to the softmax attention weights of head h of
+// row r.
+func (a *attention) weights(p *prepared, r, h int, w []float32) {
+	heads, kvHeads, hd, qDim, kvDim := a.dims()
+	g := h / (heads / kvHeads)
+	q := p.q[r*qDim+h*hd:][:hd]
+	scale := a.m.attnScale
+	for j := range w {
+		w[j] = kernels.DotF32(q, p.k[j*kvDim+g*hd:][:hd]) * scale
+	}
+	kernels.Softmax(w)
+	if a.round {
+		roundRow(w)
+	}
+}
+
+// forward computes the attention output (t, q_dim).
+func (a *attention) forward(q, k, v []float32) []float32 {
+	heads, kvHeads, hd, qDim, kvDim := a.dims()
+	p := a.prepare(q, k, v)
+	out := make([]float32, a.t*qDim)
+	w := make([]float32, a.past+a.t)
+	for r := range a.t {
+		for h := range heads {
+			g := h / (heads / kvHeads)
+			wr := w[:a.past+r+1]
+			a.weights(p, r, h, wr)
+			o := out[r*qDim+h*hd:][:hd]
+			for j, x := range wr {
+				kernels.Axpy(x, p.v[j*kvDim+g*hd:][:hd], o)
+			}
+		}
+	}
+	return out
+}
+
+// backward returns [dq | dk | dv] (t, q_dim + 2·kv_dim), the gradients of
+// the pass's q, k and v (before RoPE) given dOut (t, q_dim), the gradient
+// of the output. The past is constant.
+func (a *attention) backward(q, k, v, dOut []float32) []float32 {
+	heads, kvHeads, hd, qDim, kvDim := a.dims()
+	p := a.prepare(q, k, v)
+	n := a.past + a.t
+	dq := make([]float32, a.t*qDim)
+	dk := make([]float32, n*kvDim)
+	dv := make([]float32, n*kvDim)
+	w := make([]float32, n)
+	dp := make([]float32, n)
+	scale := a.m.attnScale
+	for r := range a.t {
+		for h := range heads {
+			g := h / (heads / kvHeads)
+			wr, dpr := w[:a.past+r+1], dp[:a.past+r+1]
+			a.weights(p, r, h, wr)
+			do := dOut[r*qDim+h*hd:][:hd]
+			var dot float32
+			for j, x := range wr {
+				dpr[j] = kernels.DotF32(do, p.v[j*kvDim+g*hd:][:hd])
+				dot += x * dpr[j]
+				kernels.Axpy(x, do, dv[j*kvDim+g*hd:][:hd])
+			}
+			qr := p.q[r*qDim+h*hd:][:hd]
+			dqr := dq[r*qDim+h*hd:][:hd]
+			for j, x := range wr {
+				ds := x * (dpr[j] - dot) * scale
+				kernels.Axpy(ds, p.k[j*kvDim+g*hd:][:hd], dqr)
+				kernels.Axpy(ds, qr, dk[j*kvDim+g*hd:][:hd])
+			}
+		}
+	}
+	out := make([]float32, a.t*(qDim+2*kvDim))
+	for r := range a.t {
+		a.rope(dq[r*qDim:(r+1)*qDim], r, true)
+		kr := dk[(a.past+r)*kvDim : (a.past+r+1)*kvDim]
+		a.rope(kr, r, true)
+		row := out[r*(qDim+2*kvDim):]
+		copy(row, dq[r*qDim:(r+1)*qDim])
+		copy(row[qDim:], kr)
+		copy(row[qDim+kvDim:], dv[(a.past+r)*kvDim:(a.past+r+1)*kvDim])
+	}
+	return out
+}
+
+// attnOp is the attention as a Gorgonia op of q, k and v.
+type attnOp struct{ a *attention }
+
+// attnGradOp is its gradient: of q, k, v and the output's gradient, the
+// joined [dq | dk | dv].
+type attnGradOp struct{ a *attention }
+
+func (attnOp) Arity() int     { return 3 }
+func (attnGradOp) Arity() int { return 4 }
+
+func matrixType() hm.Type { return G.TensorType{Dims: 2, Of: tensor.Float32} }
+
+func (o attnOp) Type() hm.Type {
+	t := matrixType()
+	return hm.NewFnType(t, t, t, t)
+}
+func (o attnGradOp) Type() hm.Type {
+	t := matrixType()
+	return hm.NewFnType(t, t, t, t, t)
+}
+
+func (o attnOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	_, _, _, qDim, _ := o.a.dims()
+	return tensor.Shape{o.a.t, qDim}, nil
+}
+func (o attnGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	_, _, _, qDim, kvDim := o.a.dims()
+	return tensor.Shape{o.a.t, qDim + 2*kvDim}, nil
+}
+
+// data reads the F32 data of op inputs.
+func data(in []G.Value) ([][]float32, error) {
+	out := make([][]float32, len(in))
+	for i, v := range in {
+		t, ok := v.(*tensor.Dense)
+		if !ok || t.Dtype() != tensor.Float32 {
+			return nil, fmt.Errorf("gorgonia: attention input %d is %T", i, v)
+		}
+		out[i] = t.Float32s()
+	}
+	return out, nil
+}
+
+func (o attnOp) Do(in ...G.Value) (G.Value, error) {
+	d, err := data(in)
+	if err != nil {
+		return nil, err
+	}
+	_, _, _, qDim, _ := o.a.dims()
+	return tensor.New(tensor.WithShape(o.a.t, qDim), tensor.WithBacking(o.a.forward(d[0], d[1], d[2]))), nil
+}
+
+func (o attnGradOp) Do(in ...G.Value) (G.Value, error) {
+	d, err := data(in)
+	if err != nil {
+		return nil, err
+	}
+	_, _, _, qDim, kvDim := o.a.dims()
+	return tensor.New(tensor.WithShape(o.a.t, qDim+2*kvDim), tensor.WithBacking(o.a.backward(d[0], d[1], d[2], d[3]))), nil
+}
+
+func (attnOp) ReturnsPtr() bool         { return false }
+func (attnGradOp) ReturnsPtr() bool     { return false }
+func (attnOp) CallsExtern() bool        { return false }
+func (attnGradOp) CallsExtern() bool    { return false }
+func (attnOp) OverwritesInput() int     { return -1 }
+func (attnGradOp) OverwritesInput() int { return -1 }
+
+// Every op of a graph is its own: Gorgonia merges nodes whose ops hash
+// alike, and two layers' attentions differ in their context.
+func (o attnOp) WriteHash(h hash.Hash)     { fmt.Fprintf(h, "attention%p", o.a) }
+func (o attnGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "attention-grad%p", o.a) }
+func (o attnOp) Hashcode() uint32          { return hashOf(o) }
+func (o attnGradOp) Hashcode() uint32      { return hashOf(o) }
+func (o attnOp) String() string            { return "attention" }
+func (o attnGradOp) String() string        { return "attention-grad" }
+
+func hashOf(o G.Op) uint32 {
 	h := fnv.New32a()
-	op.WriteHash(h)
+	o.WriteHash(h)
 	return h.Sum32()
 }
-func (roundF16Op) String() string { return "roundF16" }
 
-// DiffWRT and SymDiff make the op differentiable: the identity.
-func (roundF16Op) DiffWRT(int) []bool { return []bool{true} }
-func (roundF16Op) SymDiff(_ G.Nodes, _, grad *G.Node) (G.Nodes, error) {
-	return G.Nodes{grad}, nil
+// DiffWRT and SymDiff make the attention differentiable in q, k and v.
+func (attnOp) DiffWRT(int) []bool { return []bool{true, true, true} }
+
+func (o attnOp) SymDiff(in G.Nodes, _, grad *G.Node) (G.Nodes, error) {
+	joined, err := G.ApplyOp(attnGradOp(o), in[0], in[1], in[2], grad)
+	if err != nil {
+		return nil, err
+	}
+	_, _, _, qDim, kvDim := o.a.dims()
+	dq, err := G.Slice(joined, nil, G.S(0, qDim))
+	if err != nil {
+		return nil, err
+	}
+	dk, err := G.Slice(joined, nil, G.S(qDim, qDim+kvDim))
+	if err != nil {
+		return nil, err
+	}
+	dv, err := G.Slice(joined, nil, G.S(qDim+kvDim, qDim+2*kvDim))
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dq, dk, dv}, nil
 }

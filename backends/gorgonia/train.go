@@ -91,8 +91,8 @@ type TrainOptions struct {
 	// 2·Rank.
 	Alpha float32
 	// Targets are the roles to update, by GGUF name without the block
-	// ("attn_q", "ffn_down", ...), or "all" for every linear layer of
-	// every block; nil means attn_q and attn_v.
+	// ("attn_q", "ffn_down", ...) or short ("q", "v", "down"), or "all"
+	// for every linear layer of every block; nil means attn_q and attn_v.
 	Targets []string
 	// LearningRate is Adam's; 0 means 2e-3.
 	LearningRate float64
@@ -171,6 +171,8 @@ type Trainer struct {
 	Steps int
 	// fisherN counts the gradients summed in the params' fisher.
 	fisherN int
+	// graphs are the compiled graphs by shape (stepgraph.go).
+	graphs map[string]*stepGraph
 }
 
 // NewTrainer starts a new adapter on m: A drawn uniformly in ±1/√in (as
@@ -229,10 +231,23 @@ func (tr *Trainer) finish() {
 		tr.params = append(tr.params, u.at, u.bt)
 	}
 	tr.solver = G.NewAdamSolver(G.WithLearnRate(tr.opt.LearningRate))
+	tr.graphs = map[string]*stepGraph{}
+}
+
+// roleAliases are the short names of the linear roles targets may use.
+var roleAliases = map[string]string{
+	"q": "attn_q", "k": "attn_k", "v": "attn_v", "o": "attn_output",
+	"gate": "ffn_gate", "up": "ffn_up", "down": "ffn_down",
 }
 
 // targetNames lists the GGUF names of the matrices the roles name.
 func targetNames(m *Model, roles []string) ([]string, error) {
+	roles = slices.Clone(roles)
+	for i, r := range roles {
+		if full, ok := roleAliases[r]; ok {
+			roles[i] = full
+		}
+	}
 	all := slices.Contains(roles, "all")
 	var names []string
 	for name := range m.targets {
@@ -289,15 +304,6 @@ func (tr *Trainer) factors(gr *graph) (map[string]*loraFactors, []*G.Node) {
 	return lf, nodes
 }
 
-// logp builds log p(completion | prompt) in gr, with the adapter's factors
-// lf (nil: the base model).
-func (tr *Trainer) logp(gr *graph, lf map[string]*loraFactors, prompt, completion []tokenizer.ID) *G.Node {
-	all := append(slices.Clip(prompt), completion...)
-	n := newNet(gr, tr.m, len(all), 0, pastKV{})
-	n.lora = lf
-	return n.completionLogp(all, len(prompt))
-}
-
 // check refuses an example the objective cannot train on.
 func (tr *Trainer) check(obj Objective, ex *Example) error {
 	vocab := tr.m.cfg.VocabSize
@@ -327,62 +333,40 @@ func (tr *Trainer) check(obj Objective, ex *Example) error {
 }
 
 // Reference scores an example under the base model: log p(chosen) and
-// log p(rejected) (0 for a missing one), the reference DPO and KTO compare
-// against. Callers that step on the same example again keep it.
+// log p(rejected) (0 for a missing one), what DPO and KTO compare against.
 func (tr *Trainer) Reference(ex *Example) (chosen, rejected float64, err error) {
-	return tr.score(ex, nil)
+	return tr.score(ex, false)
 }
 
 // Score is Reference under the adapter as it is now.
 func (tr *Trainer) Score(ex *Example) (chosen, rejected float64, err error) {
-	gr := newGraph()
-	lf, _ := tr.factors(gr)
-	return tr.scoreIn(gr, lf, ex)
+	return tr.score(ex, true)
 }
 
-func (tr *Trainer) score(ex *Example, lf map[string]*loraFactors) (float64, float64, error) {
-	return tr.scoreIn(newGraph(), lf, ex)
-}
-
-func (tr *Trainer) scoreIn(gr *graph, lf map[string]*loraFactors, ex *Example) (chosen, rejected float64, err error) {
+func (tr *Trainer) score(ex *Example, adapter bool) (chosen, rejected float64, err error) {
 	if len(ex.Prompt) == 0 {
 		return 0, 0, errors.New("gorgonia: an example needs a prompt")
 	}
-	var c, r *G.Node
-	err = build(func() {
-		if len(ex.Chosen) > 0 {
-			c = tr.logp(gr, lf, ex.Prompt, ex.Chosen)
+	var seqs [][2][]tokenizer.ID
+	for _, c := range [][]tokenizer.ID{ex.Chosen, ex.Rejected} {
+		if len(c) > 0 {
+			seqs = append(seqs, [2][]tokenizer.ID{ex.Prompt, c})
 		}
-		if len(ex.Rejected) > 0 {
-			r = tr.logp(gr, lf, ex.Prompt, ex.Rejected)
-		}
-	})
+	}
+	if len(seqs) == 0 {
+		return 0, 0, nil
+	}
+	lps, _, err := tr.run([][]term{{{kind: termScore, seqs: seqs}}}, adapter, false)
 	if err != nil {
 		return 0, 0, err
 	}
-	vm := G.NewTapeMachine(gr.g, G.TraceExec())
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		return 0, 0, err
+	if len(ex.Chosen) > 0 {
+		chosen, lps = lps[0], lps[1:]
 	}
-	if c != nil {
-		chosen = scalar(c)
-	}
-	if r != nil {
-		rejected = scalar(r)
+	if len(ex.Rejected) > 0 {
+		rejected = lps[0]
 	}
 	return chosen, rejected, nil
-}
-
-// scalar is a scalar node's value after a run.
-func scalar(n *G.Node) float64 {
-	switch v := n.Value().Data().(type) {
-	case float32:
-		return float64(v)
-	case []float32:
-		return float64(v[0])
-	}
-	return math.NaN()
 }
 
 // Scored is an example with its reference log-probabilities, what a step
@@ -407,46 +391,6 @@ func (tr *Trainer) Prepare(obj Objective, ex Example) (Scored, error) {
 	}
 	s.RefChosen, s.RefRejected = c, r
 	return s, nil
-}
-
-// lossOf builds one example's loss in gr.
-func (tr *Trainer) lossOf(gr *graph, lf map[string]*loraFactors, obj Objective, ex *Scored) *G.Node {
-	beta := float32(tr.opt.Beta)
-	switch obj {
-	case SFT:
-		lp := tr.logp(gr, lf, ex.Prompt, ex.Chosen)
-		return must(G.Mul(lp, G.NewConstant(-1/float32(len(ex.Chosen)))))
-	case DPO:
-		c := tr.logp(gr, lf, ex.Prompt, ex.Chosen)
-		r := tr.logp(gr, lf, ex.Prompt, ex.Rejected)
-		ref := float32(ex.RefChosen - ex.RefRejected)
-		z := must(G.Sub(must(G.Sub(c, r)), G.NewConstant(ref)))
-		// −log σ(βz) = softplus(−βz)
-		return must(G.Softplus(must(G.Mul(z, G.NewConstant(-beta)))))
-	}
-	// KTO: a pair is a good and a bad completion; a rating one of them.
-	var loss *G.Node
-	addTerm := func(completion []tokenizer.ID, ref float64, good bool) {
-		lp := tr.logp(gr, lf, ex.Prompt, completion)
-		ratio := must(G.Sub(lp, G.NewConstant(float32(ref))))
-		d := must(G.Sub(ratio, G.NewConstant(float32(tr.kl))))
-		if !good {
-			d = must(G.Neg(d))
-		}
-		term := must(G.Sub(G.NewConstant(float32(1)), must(G.Sigmoid(must(G.Mul(d, G.NewConstant(beta)))))))
-		if loss == nil {
-			loss = term
-		} else {
-			loss = must(G.Add(loss, term))
-		}
-	}
-	if ex.Rating >= 0 && len(ex.Chosen) > 0 {
-		addTerm(ex.Chosen, ex.RefChosen, true)
-	}
-	if ex.Rating <= 0 && len(ex.Rejected) > 0 {
-		addTerm(ex.Rejected, ex.RefRejected, false)
-	}
-	return loss
 }
 
 // Step takes one Adam step on the mean loss of the examples (prepared for
@@ -482,39 +426,17 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 // gradients computes the mean loss of the batch and its gradient into
 // every param's grad, adding the squared gradients to their Fisher sums.
 func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
-	gr := newGraph()
-	lf, nodes := tr.factors(gr)
-	var loss *G.Node
-	err := build(func() {
-		for i := range batch {
-			l := tr.lossOf(gr, lf, obj, &batch[i])
-			if loss == nil {
-				loss = l
-			} else {
-				loss = must(G.Add(loss, l))
-			}
-		}
-		if len(batch) > 1 {
-			loss = must(G.Mul(loss, G.NewConstant(1/float32(len(batch)))))
-		}
-		_, err := G.Grad(loss, nodes...)
-		must(nil, err)
-	})
+	terms := make([][]term, len(batch))
+	for i := range batch {
+		terms[i] = tr.plan(obj, &batch[i])
+	}
+	out, grads, err := tr.run(terms, true, true)
 	if err != nil {
 		return 0, err
 	}
-	vm := G.NewTapeMachine(gr.g, G.TraceExec())
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		return 0, err
-	}
-	for i, nd := range nodes {
-		g, err := nd.Grad()
-		if err != nil {
-			return 0, err
-		}
+	for i, g := range grads {
 		p := tr.params[i].(*param)
-		copy(p.gradData(), g.Data().([]float32))
+		copy(p.gradData(), g)
 		if p.fisher == nil {
 			p.fisher = make([]float32, len(p.gradData()))
 		}
@@ -523,7 +445,7 @@ func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
 		}
 	}
 	tr.fisherN++
-	return scalar(loss), nil
+	return out[0], nil
 }
 
 // updateKL moves KTO's reference point towards the batch's mean log-ratio
@@ -574,6 +496,14 @@ func (tr *Trainer) penalize() float64 {
 		}
 	}
 	return pen
+}
+
+// Accumulate adds the squared gradients of the batch's loss to the Fisher
+// estimate without stepping, so that Consolidate can weigh the factors by
+// what earlier examples (not trained in this process) need of them.
+func (tr *Trainer) Accumulate(obj Objective, batch []Scored) error {
+	_, err := tr.gradients(obj, batch)
+	return err
 }
 
 // Consolidate makes what the adapter knows now the anchor of the penalty:

@@ -140,3 +140,29 @@ func TestScoreMatchesNativeBackend(t *testing.T) {
 		t.Errorf("log p = %.6f under the trainer, %.6f under the native backend", got, want)
 	}
 }
+
+// TestCachedGraphsRefill checks that a compiled graph reused for another
+// example of the same padded shape gives what a fresh graph gives.
+func TestCachedGraphsRefill(t *testing.T) {
+	m, model := tinyModel(t)
+	a := Example{Prompt: []tokenizer.ID{1, 17, 42}, Chosen: []tokenizer.ID{99}, Rejected: []tokenizer.ID{5, 6}}
+	b := Example{Prompt: []tokenizer.ID{1, 8, 9, 10}, Chosen: []tokenizer.ID{7, 3}, Rejected: []tokenizer.ID{250}}
+	reused := randomTrainer(t, m, model, TrainOptions{})
+	if _, _, err := reused.Score(&a); err != nil {
+		t.Fatal(err)
+	}
+	gc, gr, err := reused.Score(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reused.graphs) != 1 {
+		t.Errorf("%d graphs compiled for two examples of one shape, want 1", len(reused.graphs))
+	}
+	wc, wr, err := randomTrainer(t, m, model, TrainOptions{}).Score(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gc != wc || gr != wr {
+		t.Errorf("reused graph: log p %v, %v; fresh graph: %v, %v", gc, gr, wc, wr)
+	}
+}

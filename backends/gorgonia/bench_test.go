@@ -1,0 +1,39 @@
+package gorgonia
+
+import (
+	"testing"
+
+	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// BenchmarkUpdate is the cost of one online update on one feedback pair: a
+// DPO step on a prompt of 12 tokens with completions of 3 and 1, the shape
+// of ../shared/feedback's pairs (their scoring under the base model, done
+// once when the feedback arrives, not included).
+func BenchmarkUpdate(b *testing.B) {
+	m := testmodel.Shared(b, "models", "stories260K.gguf")
+	model, err := NewModel(m.File, m.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := NewTrainer(model, TrainOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ex := Example{
+		Prompt:   []tokenizer.ID{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315},
+		Chosen:   []tokenizer.ID{301, 425, 411},
+		Rejected: []tokenizer.ID{317},
+	}
+	s, err := tr.Prepare(DPO, ex)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := tr.Step(DPO, []Scored{s}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
