@@ -83,7 +83,10 @@ type Example struct {
 }
 
 // TrainOptions configure a Trainer; the zero value trains a rank 2 adapter
-// of the q and v projections with DPO's defaults.
+// of every block's ffn_down with β 1 and a learning rate of 1e-3: on
+// stories260K and three name preferences (README, "MicroLoRA") that moved
+// the margin 6–8 nats in 32 DPO steps with perplexity within +1.7%, where
+// q and v moved it 3–5 nats for +2.5% and all layers 4–7 nats for +1.4%.
 type TrainOptions struct {
 	// Rank of every update; 0 means 2.
 	Rank int
@@ -92,11 +95,13 @@ type TrainOptions struct {
 	Alpha float32
 	// Targets are the roles to update, by GGUF name without the block
 	// ("attn_q", "ffn_down", ...) or short ("q", "v", "down"), or "all"
-	// for every linear layer of every block; nil means attn_q and attn_v.
+	// for every linear layer of every block; nil means ffn_down.
 	Targets []string
-	// LearningRate is Adam's; 0 means 2e-3.
+	// LearningRate is Adam's; 0 means 1e-3.
 	LearningRate float64
-	// Beta is DPO's and KTO's inverse temperature; 0 means 0.1.
+	// Beta is DPO's and KTO's inverse temperature; 0 means 1, which
+	// saturates the loss once the margin has moved a few nats, so that an
+	// adapter trained online stops short of damaging the model.
 	Beta float64
 	// Penalty and Lambda set the anchor penalty; Lambda 0 means 1.
 	Penalty Penalty
@@ -113,13 +118,13 @@ func (o *TrainOptions) fill() {
 		o.Alpha = 2 * float32(o.Rank)
 	}
 	if o.Targets == nil {
-		o.Targets = []string{"attn_q", "attn_v"}
+		o.Targets = []string{"ffn_down"}
 	}
 	if o.LearningRate == 0 {
-		o.LearningRate = 2e-3
+		o.LearningRate = 1e-3
 	}
 	if o.Beta == 0 {
-		o.Beta = 0.1
+		o.Beta = 1
 	}
 	if o.Penalty == "" {
 		o.Penalty = NoPenalty

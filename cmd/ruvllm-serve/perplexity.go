@@ -9,6 +9,7 @@ import (
 	"os/signal"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -17,12 +18,13 @@ func init() {
 }
 
 func runPerplexity(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("perplexity", "--model PATH --file TEXT.txt [--ctx N] [--threads T]")
+	fs := newFlags("perplexity", "--model PATH --file TEXT.txt [--ctx N] [--lora A.gguf] [--threads T]")
 	src := addModelFlags(fs)
 	file := fs.String("file", "", "text file to score")
 	nCtx := fs.Int("ctx", 512, "window size in tokens")
 	fs.IntVar(nCtx, "c", 512, "same as --ctx")
 	bf := addBackendFlags(fs, true)
+	adapterPath := fs.String("lora", "", "score with this LoRA adapter (a GGUF file or a PEFT directory)")
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}
@@ -41,8 +43,14 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	defer m.Close()
 	defer b.Close()
+	var adapter *lora.Adapter
+	if *adapterPath != "" {
+		if adapter, err = lora.Load(*adapterPath, m.Config, m.File); err != nil {
+			return fmt.Errorf("--lora %s: %w", *adapterPath, err)
+		}
+	}
 	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
-	res, err := perplexity(ctx, b, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {
+	res, err := perplexity(ctx, b, adapter, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {
 		fmt.Fprintf(stdout, "[%d]%.4f,", chunk+1, ppl)
 	})
 	if err != nil {
@@ -61,7 +69,7 @@ type pplResult struct {
 // nCtx, each window starts with BOS (replacing its first token) when the
 // vocab adds one, and only the second half of each window is scored, so every
 // scored token has at least nCtx/2 tokens of context.
-func perplexity(ctx context.Context, b backends.Backend, tokens []tokenizer.ID, nCtx int, bos tokenizer.ID, addBOS bool, progress func(int, float64)) (pplResult, error) {
+func perplexity(ctx context.Context, b backends.Backend, adapter *lora.Adapter, tokens []tokenizer.ID, nCtx int, bos tokenizer.ID, addBOS bool, progress func(int, float64)) (pplResult, error) {
 	var r pplResult
 	chunks := len(tokens) / nCtx
 	if chunks == 0 {
@@ -73,6 +81,15 @@ func perplexity(ctx context.Context, b backends.Backend, tokens []tokenizer.ID, 
 		return r, err
 	}
 	defer seq.Close()
+	if adapter != nil {
+		as, ok := seq.(backends.AdapterSequence)
+		if !ok {
+			return r, fmt.Errorf("this backend does not run LoRA adapters")
+		}
+		if err := as.SetAdapter(adapter, 1); err != nil {
+			return r, err
+		}
+	}
 	window := make([]tokenizer.ID, nCtx)
 	logits := make([]float32, nCtx*vocab)
 	first := nCtx / 2
