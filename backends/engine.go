@@ -41,6 +41,10 @@ const (
 	// pausePoll is how often the loop looks again at choices waiting for
 	// their consumer when nothing else can run.
 	pausePoll = time.Millisecond
+	// promptLogitsChunk is the most prompt tokens one step prefills for a
+	// request that wants its prompt's logprobs, whose logits the slot
+	// keeps for every token of the step.
+	promptLogitsChunk = 32
 )
 
 // Errors of Submit and Embed, to tell apart with errors.Is.
@@ -107,6 +111,13 @@ type Request struct {
 	// AdapterScale multiplies the adapter's updates; it must be finite, and
 	// 0 means 1 (the adapter as trained). It is ignored without an Adapter.
 	AdapterScale float32
+	// PromptLogprobs asks for the log-probability of every prompt token
+	// after the first under the model (with TopLogprobs alternatives, 0 when
+	// TopLogprobs is -1), in Stream.PromptLogprobs: what scoring a text
+	// needs (OpenAI's legacy echo with logprobs). The prompt is then
+	// prefilled whole, without prefix reuse, and MaxTokens may be 0 to
+	// generate nothing.
+	PromptLogprobs bool
 }
 
 // Token is a generated token.
@@ -147,6 +158,12 @@ type Stream struct {
 	// prefix reuse skipped. The engine sets it when choice 0 starts, before
 	// any event of the stream is sent: read it after receiving from Events.
 	CachedTokens int
+	// PromptLogprobs, when Request.PromptLogprobs asked for them, holds the
+	// log-probability of each prompt token from the second on (entry i is
+	// prompt token i+1) under the raw model: log-softmax of its logits,
+	// without the request's logit bias or penalties. Like CachedTokens it
+	// is set before choice 0's first event.
+	PromptLogprobs []Token
 }
 
 // EngineStats is a snapshot of an engine's load and counters.
@@ -183,6 +200,8 @@ type EngineStats struct {
 // of every running sequence, then samples and streams each sequence's token.
 // Its methods are safe for concurrent use.
 type Engine struct {
+	// plain scores prompt tokens: a sampler without bias or penalties.
+	plain *Sampler
 	b     Backend
 	info  ModelInfo
 	opt   EngineOptions // with defaults filled in
@@ -250,6 +269,11 @@ type slot struct {
 	seq     Sequence
 	sampler *Sampler
 	logits  []float32 // (vocab)
+	// plogits (promptLogitsChunk, vocab) receives a prompt chunk's logits
+	// when its request asks for prompt logprobs; made at the first such
+	// request. plp are the prompt's logprobs so far.
+	plogits []float32
+	plp     []Token
 	hidden  []float32 // (batch, dim), made for the first embedding
 	pool    []float64 // (dim): sum of the hidden states of an embedding
 
@@ -295,6 +319,7 @@ type request struct {
 	embed     chan embedResult // non-nil for an embedding
 	adapter   *lora.Adapter    // nil: the base model
 	scale     float32          // the adapter's scale; 0 without one
+	promptLP  bool             // Request.PromptLogprobs
 
 	// Owned by the loop.
 	admitted   int // choices that have started (or ended while queued)
@@ -327,6 +352,7 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 		o.Batch = DefaultBatch
 	}
 	e := &Engine{
+		plain: NewSampler(Params{}, info.VocabSize),
 		b:     b,
 		info:  info,
 		opt:   o,
@@ -441,6 +467,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		events:     make(chan Event, buf),
 		unfinished: n,
 		adapter:    r.Adapter,
+		promptLP:   r.PromptLogprobs,
 	}
 	if r.Adapter != nil {
 		req.scale = r.AdapterScale

@@ -81,6 +81,11 @@ func (e *Engine) matchPrefix(s *slot) {
 		limit = len(s.prompt)
 	}
 	k := 0
+	if s.req.promptLP && !s.resume {
+		// Every prompt token's logits are wanted.
+		limit = 0
+		s.plp = s.plp[:0]
+	}
 	if e.opt.NoPrefixReuse {
 		s.seq.Reset()
 	} else {

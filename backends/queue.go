@@ -13,8 +13,8 @@ func (e *Engine) validate(r *Request) error {
 	switch {
 	case len(r.Prompt) == 0:
 		return fmt.Errorf("%w: the prompt has no tokens", ErrInvalidRequest)
-	case r.MaxTokens <= 0:
-		return fmt.Errorf("%w: max tokens %d must be positive", ErrInvalidRequest, r.MaxTokens)
+	case r.MaxTokens < 0 || r.MaxTokens == 0 && !r.PromptLogprobs:
+		return fmt.Errorf("%w: max tokens %d must be positive (or 0 to only score the prompt)", ErrInvalidRequest, r.MaxTokens)
 	case r.N < 0 || r.N > MaxChoices:
 		return fmt.Errorf("%w: %d choices is outside 1 … %d", ErrInvalidRequest, r.N, MaxChoices)
 	case r.TopLogprobs < -1 || r.TopLogprobs > MaxTopLogprobs:
@@ -176,9 +176,13 @@ func (e *Engine) start(r *request, s *slot) {
 	}
 	s.state = slotPrefill
 	s.fed, s.match, s.resume = 0, true, false
-	s.leads, s.waitFor = true, nil
-	if l := e.leaderFor(s); l != nil {
+	// A prompt to score is computed in full: it neither shares nor leads.
+	s.leads, s.waitFor = !r.promptLP, nil
+	if l := e.leaderFor(s); l != nil && !r.promptLP {
 		s.state, s.leads, s.waitFor = slotShare, false, l
+	}
+	if r.promptLP && s.plogits == nil {
+		s.plogits = make([]float32, promptLogitsChunk*e.info.VocabSize)
 	}
 	p := r.params
 	if c > 0 && p.Seed != nil {

@@ -112,10 +112,23 @@ func (e *Engine) addPrefills(budget int) {
 			}
 		}
 		n := min(len(s.prompt)-s.fed, budget)
+		scoring := s.state == slotPrefill && s.req.promptLP && !s.resume
+		if scoring {
+			n = min(n, promptLogitsChunk)
+		}
 		st := Step{Seq: s.seq, Tokens: s.prompt[s.fed : s.fed+n]}
 		switch {
 		case s.state == slotEmbed:
 			st.Outputs, st.Hidden = AllTokens, s.hidden[:n*e.info.Dim]
+		case scoring:
+			st.Outputs, st.Logits = AllTokens, s.plogits[:n*e.info.VocabSize]
+			if s.fed+n == len(s.prompt) && s.req.maxTokens > 0 {
+				if !s.req.roomForToken() {
+					n = 0 // the first token would not fit yet: wait
+					break
+				}
+				s.req.reserved++
+			}
 		case s.fed+n < len(s.prompt) || s.resume:
 		case s.req.roomForToken():
 			s.req.reserved++
@@ -233,6 +246,10 @@ func (e *Engine) after(s *slot, st *Step) {
 			e.finish(s, "", nil)
 		}
 	case slotPrefill:
+		if st.Outputs == AllTokens {
+			e.scorePrompt(s, st)
+			return
+		}
 		s.fed += len(st.Tokens)
 		switch {
 		case s.resume:
@@ -249,4 +266,44 @@ func (e *Engine) after(s *slot, st *Step) {
 	case slotDecode:
 		e.sample(s)
 	}
+}
+
+// scorePrompt handles a prompt chunk of a request that wants its prompt's
+// logprobs: each row's log-probability of the next prompt token, and at
+// the end of the prompt the stream's PromptLogprobs and the first sample
+// (or the end, when nothing is to be generated).
+func (e *Engine) scorePrompt(s *slot, st *Step) {
+	vocab, r := e.info.VocabSize, s.req
+	top := max(r.top, 0)
+	for j := range len(st.Tokens) {
+		next := s.fed + j + 1
+		if next >= len(s.prompt) {
+			break
+		}
+		tok := Token{ID: s.prompt[next]}
+		var alts []TokenLogprob
+		if top > 0 {
+			alts = make([]TokenLogprob, 0, top)
+		}
+		tok.Logprob, alts = e.plain.Logprobs(st.Logits[j*vocab:(j+1)*vocab], tok.ID, top, alts)
+		if len(alts) > 0 {
+			tok.Top = alts
+		}
+		s.plp = append(s.plp, tok)
+	}
+	s.fed += len(st.Tokens)
+	if s.fed < len(s.prompt) {
+		return
+	}
+	if s.choice == 0 {
+		// Written before the stream's first event, whose send publishes it.
+		r.stream.PromptLogprobs = append([]Token(nil), s.plp...)
+	}
+	if r.maxTokens == 0 {
+		e.finish(s, "length", nil)
+		return
+	}
+	n := len(st.Tokens)
+	copy(s.logits, st.Logits[(n-1)*vocab:n*vocab])
+	e.sample(s)
 }
