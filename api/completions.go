@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -24,25 +25,43 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	}
 	m := t.model
 	vocab := len(m.Tokenizer.Vocab().Tokens)
-	g, err := s.parseGen(f, vocab, "max_tokens")
+	var cf0 completionFormat
+	if cf0.echo, _, err = f.boolean("echo"); err != nil {
+		return err
+	}
+	// max_tokens 0 with echo only scores the prompt.
+	tokenFields := []string{"max_tokens"}
+	mt, hasMT, err := f.integer("max_tokens")
 	if err != nil {
 		return err
 	}
-	cf := completionFormat{logprobs: -1}
-	if cf.echo, _, err = f.boolean("echo"); err != nil {
+	scoreOnly := hasMT && mt == 0
+	if scoreOnly {
+		tokenFields = nil
+	}
+	g, err := s.parseGen(f, vocab, tokenFields...)
+	if err != nil {
 		return err
 	}
+	cf := completionFormat{logprobs: -1, echo: cf0.echo}
 	if v, ok, err := f.integer("logprobs"); err != nil {
 		return err
 	} else if ok {
 		if v < 0 || v > maxLegacyTopLPs {
 			return invalid("logprobs", codeInvalidValue, "logprobs must be between 0 and %d, got %d", maxLegacyTopLPs, v)
 		}
-		if cf.echo {
-			return unsupported("logprobs", "logprobs together with echo needs the prompt's log-probabilities, which this server does not compute")
-		}
 		cf.logprobs = int(v)
 		g.logprobs, g.topLogprobs = true, int(v)
+	}
+	if cf.echo && cf.logprobs >= 0 {
+		// The prompt's tokens are scored too, as OpenAI's legacy API and
+		// vLLM do: what lm-evaluation-harness's loglikelihood requests.
+		g.promptLogprobs, g.scoreOnly = true, scoreOnly
+		if g.stream {
+			return unsupported("stream", "echo with logprobs is answered whole; set stream to false")
+		}
+	} else if scoreOnly {
+		return invalid("max_tokens", codeInvalidValue, "max_tokens must be at least 1, got 0 (0 only scores the prompt, with echo and logprobs)")
 	}
 	if v, ok, err := f.integer("best_of"); err != nil {
 		return err
@@ -173,14 +192,15 @@ func (o *offsets) at(text string, b int) int {
 func legacyLogprobs(t *tokenizer.Tokenizer, c *choice, entries []tokenEntry, o *offsets) *textLogprobs {
 	lp := &textLogprobs{
 		Tokens:        make([]string, len(entries)),
-		TokenLogprobs: make([]float64, len(entries)),
+		TokenLogprobs: make([]*float64, len(entries)),
 		TopLogprobs:   make([]map[string]float64, len(entries)),
 		TextOffset:    make([]int, len(entries)),
 	}
 	text := c.text.String()
 	for i, e := range entries {
 		lp.Tokens[i] = t.Piece(e.id)
-		lp.TokenLogprobs[i] = jsonLogprob(e.logprob)
+		v := jsonLogprob(e.logprob)
+		lp.TokenLogprobs[i] = &v
 		top := make(map[string]float64, len(e.top))
 		for _, a := range e.top {
 			p := t.Piece(a.ID)
@@ -205,6 +225,10 @@ func (cf *completionFormat) response(h responseHead, gen *generation, t *tokeniz
 		}
 		if cf.logprobs >= 0 {
 			tc.Logprobs = legacyLogprobs(t, c, c.entries, &offsets{})
+			if cf.echo {
+				p := gen.prompts[c.prompt]
+				tc.Logprobs = joinLogprobs(promptLogprobs(t, p.ids, c.stream.PromptLogprobs), tc.Logprobs, utf8.RuneCountInString(p.text))
+			}
 		}
 		resp.Choices[c.index] = tc
 	}
@@ -249,3 +273,52 @@ func (tc *textChunks) text(c *choice, text string, entries []tokenEntry) textCho
 func (*textChunks) finish(c *choice, reason string) textChoice {
 	return textChoice{Index: c.index, FinishReason: &reason}
 }
+
+// promptLogprobs renders a prompt's tokens and their logprobs in the legacy
+// format: the first token has none (null), each later one its
+// log-probability given those before it (lps[i] is token i+1's), and
+// text_offset is where each token's text starts in the prompt's decoded
+// text, in characters.
+func promptLogprobs(t *tokenizer.Tokenizer, ids []tokenizer.ID, lps []backends.Token) *textLogprobs {
+	lp := &textLogprobs{
+		Tokens:        make([]string, len(ids)),
+		TokenLogprobs: make([]*float64, len(ids)),
+		TopLogprobs:   make([]map[string]float64, len(ids)),
+		TextOffset:    make([]int, len(ids)),
+	}
+	dec := t.NewDecoder()
+	runes := 0
+	for i, id := range ids {
+		lp.Tokens[i] = t.Piece(id)
+		lp.TextOffset[i] = runes
+		runes += utf8.RuneCountInString(dec.Add(id))
+		if i == 0 || i-1 >= len(lps) {
+			continue
+		}
+		e := lps[i-1]
+		v := jsonLogprob(e.Logprob)
+		lp.TokenLogprobs[i] = &v
+		top := make(map[string]float64, len(e.Top))
+		for _, a := range e.Top {
+			if p := t.Piece(a.ID); !hasKey(top, p) {
+				top[p] = jsonLogprob(a.Logprob)
+			}
+		}
+		lp.TopLogprobs[i] = top
+	}
+	return lp
+}
+
+// joinLogprobs appends the completion's logprobs to the prompt's, its
+// text offsets moved past the echoed prompt of promptRunes characters.
+func joinLogprobs(prompt, completion *textLogprobs, promptRunes int) *textLogprobs {
+	prompt.Tokens = append(prompt.Tokens, completion.Tokens...)
+	prompt.TokenLogprobs = append(prompt.TokenLogprobs, completion.TokenLogprobs...)
+	prompt.TopLogprobs = append(prompt.TopLogprobs, completion.TopLogprobs...)
+	for _, o := range completion.TextOffset {
+		prompt.TextOffset = append(prompt.TextOffset, o+promptRunes)
+	}
+	return prompt
+}
+
+func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }

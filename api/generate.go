@@ -201,6 +201,12 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 		if len(p.ids) == 0 {
 			return nil, invalid(promptParam(route), codeInvalidValue, "the prompt is empty")
 		}
+		if g.scoreOnly {
+			if len(p.ids) > maxLen {
+				return nil, invalid(promptParam(route), codeContextLength, "this model's maximum context length is %d tokens, and the prompt has %d tokens", maxLen, len(p.ids))
+			}
+			continue
+		}
 		if err := contextCheck(len(p.ids), g.maxTokens, maxLen, promptParam(route)); err != nil {
 			return nil, err
 		}
@@ -219,7 +225,7 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 	}
 	for pi, p := range prompts {
 		maxTokens := g.maxTokens
-		if maxTokens == 0 {
+		if maxTokens == 0 && !g.scoreOnly {
 			maxTokens = maxLen - len(p.ids)
 		}
 		for j := range g.n {
@@ -232,7 +238,7 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 			}
 			cctx, cancel := context.WithCancel(ctx)
 			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top,
-				Adapter: g.adapter(), AdapterScale: g.loraScale})
+				Adapter: g.adapter(), AdapterScale: g.loraScale, PromptLogprobs: g.promptLogprobs})
 			if err != nil {
 				cancel()
 				gen.close()

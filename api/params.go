@@ -36,6 +36,9 @@ type genRequest struct {
 	// for that many alternatives too.
 	logprobs    bool
 	topLogprobs int
+	// promptLogprobs asks for the prompt tokens' logprobs too (echo with
+	// logprobs); scoreOnly generates nothing (max_tokens 0).
+	promptLogprobs, scoreOnly bool
 	// loraScale multiplies the adapter's updates (lora_scale; 1 when
 	// absent); hasLoRAScale says the request set it.
 	loraScale    float32

@@ -74,8 +74,8 @@ type chatChunkChoice struct {
 // textLogprobs is the legacy completions logprobs object.
 type textLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
-	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"` // null for a prompt's first token
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`   // a nil map is null
 	TextOffset    []int                `json:"text_offset"`
 }
 

@@ -371,7 +371,7 @@ func TestCompletions(t *testing.T) {
 		_, b := do(t, "POST", fs.URL+"/v1/completions", `{"prompt":"x","logprobs":2}`)
 		lp := decode[textCompletion](t, b).Choices[0].Logprobs
 		if lp == nil || !slices.Equal(lp.Tokens, []string{" the", " end", "!"}) || !slices.Equal(lp.TextOffset, []int{0, 4, 8}) ||
-			lp.TokenLogprobs[0] != -0.25 || len(lp.TopLogprobs[0]) != 2 {
+			*lp.TokenLogprobs[0] != -0.25 || len(lp.TopLogprobs[0]) != 2 {
 			t.Errorf("logprobs %s", b)
 		}
 	})
