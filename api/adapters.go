@@ -53,6 +53,7 @@ func (g *genRequest) acquire(t target) *apiError {
 	}
 	g.lease = lease
 	g.modelID = t.name
+	g.adapterName = t.adapter
 	return nil
 }
 
@@ -73,6 +74,35 @@ type adapterObject struct {
 	MemoryBytes int64 `json:"memory_bytes"`
 	// InUse counts the requests running with the adapter.
 	InUse int `json:"in_use"`
+	// A MicroLoRA trained from feedback shows its training: feedback
+	// events received, updates trained into it, the last update's loss and
+	// its version (each update publishes one).
+	Feedback *int64   `json:"feedback,omitempty"`
+	Updates  *int64   `json:"updates,omitempty"`
+	Loss     *float64 `json:"loss,omitempty"`
+	Version  *int64   `json:"version,omitempty"`
+}
+
+// withTraining shows tr in o.
+func (o adapterObject) withTraining(tr lora.Training) adapterObject {
+	o.Feedback, o.Updates, o.Loss, o.Version = &tr.Feedback, &tr.Updates, &tr.Loss, &tr.Version
+	return o
+}
+
+// training is the live training state of the adapter of m, from the sink
+// that trains it, else as its registry last saw it.
+func (s *Server) training(m *Model, in lora.Info) (lora.Training, bool) {
+	for _, sink := range append(append([]FeedbackSink(nil), m.Feedback...), s.opt.Feedback...) {
+		if at, ok := sink.(AdapterTrainer); ok {
+			if tr, ok := at.Training(m.ID, in.Name); ok {
+				return tr, true
+			}
+		}
+	}
+	if in.Training != nil {
+		return *in.Training, true
+	}
+	return lora.Training{}, false
 }
 
 type adapterList struct {
@@ -200,7 +230,11 @@ func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		for _, in := range m.Adapters.List() {
-			l.Data = append(l.Data, adapterObjectOf(in))
+			o := adapterObjectOf(in)
+			if tr, ok := s.training(m, in); ok {
+				o = o.withTraining(tr)
+			}
+			l.Data = append(l.Data, o)
 		}
 	}
 	writeJSON(w, http.StatusOK, l)
@@ -217,7 +251,11 @@ func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return adapterError(err, adapterParams{})
 	}
-	writeJSON(w, http.StatusOK, adapterObjectOf(in))
+	o := adapterObjectOf(in)
+	if tr, ok := s.training(t.model, in); ok {
+		o = o.withTraining(tr)
+	}
+	writeJSON(w, http.StatusOK, o)
 	return nil
 }
 

@@ -48,6 +48,9 @@ type genRequest struct {
 	// adapter the model names (nil for the base model).
 	modelID string
 	lease   *lora.Lease
+	// adapterName is the adapter's name in the model's registry, "" for
+	// the base model.
+	adapterName string
 }
 
 // adapter is the adapter the engine runs the request with: nil for the

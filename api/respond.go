@@ -45,6 +45,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 		if err := gen.run(ctx, discard{}); err != nil {
 			return err
 		}
+		s.remember(h.id, m, g, gen)
 		writeJSON(w, http.StatusOK, f.response(h, gen, m.Tokenizer, gen.usage()))
 		return nil
 	}
@@ -61,6 +62,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 		}
 		return nil
 	}
+	s.remember(h.id, m, g, gen)
 	var up *usage
 	if g.includeUsage {
 		u := gen.usage()

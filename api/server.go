@@ -56,6 +56,9 @@ type Model struct {
 	// declaring a larger body is refused before any of it is read; 0 means
 	// lora.DefaultMaxUploadBytes.
 	MaxAdapterBytes int64
+	// Feedback are the model's feedback sinks (POST /v1/feedback), such as
+	// the trainer of its MicroLoRA adapters.
+	Feedback []FeedbackSink
 }
 
 // Defaults of Options.
@@ -87,6 +90,12 @@ type Options struct {
 	Sampling *backends.Params
 	// Logger receives one access line per request and server errors.
 	Logger zerolog.Logger
+	// Feedback are the server's feedback sinks, which receive the feedback
+	// on every model (after the model's own).
+	Feedback []FeedbackSink
+	// FeedbackWindow is how long a completion is kept for feedback on it
+	// by completion_id; 0 means DefaultFeedbackWindow.
+	FeedbackWindow time.Duration
 }
 
 // Server is the HTTP API over a set of models. It answers 503 until
@@ -101,6 +110,8 @@ type Server struct {
 	addMu   sync.Mutex
 	metrics *metrics
 	handler http.Handler
+	// recent are the completions kept for feedback on them.
+	recent completionStore
 }
 
 // New returns a Server with no model yet.
@@ -111,7 +122,11 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.FeedbackWindow <= 0 {
+		o.FeedbackWindow = DefaultFeedbackWindow
+	}
 	s := &Server{opt: o, sampling: backends.DefaultParams()}
+	s.recent.window = o.FeedbackWindow
 	s.models.Store(&modelSet{})
 	if o.Sampling != nil {
 		s.sampling = *o.Sampling
@@ -150,6 +165,7 @@ func (s *Server) routes() http.Handler {
 				r.Delete("/v1/adapters/{name}", s.handle(s.deleteAdapter))
 				r.Post("/v1/load_lora_adapter", s.handle(s.loadLoRAAdapter))
 				r.Post("/v1/unload_lora_adapter", s.handle(s.unloadLoRAAdapter))
+				r.Post("/v1/feedback", s.handle(s.feedback))
 			})
 		})
 		// An upload has its own limit, the adapter size (MaxAdapterBytes),

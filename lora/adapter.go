@@ -97,11 +97,27 @@ type Adapter struct {
 	RSLoRA bool
 	// Format is the file format the adapter was read from.
 	Format Format
+	// Training, when set, says the adapter is a MicroLoRA trained online
+	// from feedback, and how far; a GGUF file carries it in its metadata.
+	Training *Training
 
 	targets map[string]*Target
 	order   []string // target names, sorted
 	maxRank int
 	id      uint64
+}
+
+// Training is the state of an adapter trained online from feedback.
+type Training struct {
+	// Version counts the adapter's published versions; each update of its
+	// factors makes a new one.
+	Version int64 `json:"version"`
+	// Feedback counts the feedback events received, Updates those trained
+	// into the adapter.
+	Feedback int64 `json:"feedback"`
+	Updates  int64 `json:"updates"`
+	// Loss is the objective's loss at the last update.
+	Loss float64 `json:"loss"`
 }
 
 // lastID numbers the adapters New makes.

@@ -24,6 +24,12 @@ const (
 	keyAdapterType = "adapter.type"
 	keyLoRAAlpha   = "adapter.lora.alpha"
 	keyALoRATokens = "adapter.alora.invocation_tokens"
+	// The online training state of a MicroLoRA (Adapter.Training), which
+	// other readers ignore.
+	keyMicroVersion  = "ruvllm.micro_lora.version"
+	keyMicroFeedback = "ruvllm.micro_lora.feedback"
+	keyMicroUpdates  = "ruvllm.micro_lora.updates"
+	keyMicroLoss     = "ruvllm.micro_lora.loss"
 )
 
 // Suffixes of the two tensors of an update in a GGUF LoRA file.
@@ -120,6 +126,20 @@ func ReadGGUF(f *gguf.File) (*Adapter, error) {
 		return nil, err
 	}
 	ad.Name, _ = f.GetString("general.name")
+	if v, ok := f.Get(keyMicroVersion); ok {
+		tr := &Training{}
+		tr.Version, _ = v.Int()
+		if v, ok := f.Get(keyMicroFeedback); ok {
+			tr.Feedback, _ = v.Int()
+		}
+		if v, ok := f.Get(keyMicroUpdates); ok {
+			tr.Updates, _ = v.Int()
+		}
+		if v, ok := f.Get(keyMicroLoss); ok {
+			tr.Loss, _ = v.Float()
+		}
+		ad.Training = tr
+	}
 	return ad, nil
 }
 
@@ -187,6 +207,18 @@ func (a *Adapter) WriteGGUF(path string, t kernels.DType) error {
 	} {
 		if err := w.Set(kv.k, kv.v); err != nil {
 			return err
+		}
+	}
+	if tr := a.Training; tr != nil {
+		for _, kv := range []struct {
+			k string
+			v any
+		}{
+			{keyMicroVersion, tr.Version}, {keyMicroFeedback, tr.Feedback}, {keyMicroUpdates, tr.Updates}, {keyMicroLoss, float32(tr.Loss)},
+		} {
+			if err := w.Set(kv.k, kv.v); err != nil {
+				return err
+			}
 		}
 	}
 	encode := func(xs []float32) []byte {

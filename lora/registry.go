@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
@@ -106,6 +107,9 @@ type Info struct {
 	// InUse counts the requests using the adapter now.
 	InUse   int       `json:"in_use"`
 	Created time.Time `json:"created"`
+	// Training is set for a MicroLoRA trained online from feedback: its
+	// version, feedback and updates as last published.
+	Training *Training `json:"training,omitempty"`
 }
 
 // entry is one registered adapter.
@@ -125,6 +129,10 @@ type entry struct {
 	alpha    float32
 	targets  int
 	memBytes int64
+	// pinned entries (MicroLoRAs being trained) are never unloaded: the
+	// newest version lives in memory first, its file follows.
+	pinned   bool
+	training *Training
 }
 
 // Registry is the set of adapters a server offers for one base model. It is
@@ -264,6 +272,10 @@ func (r *Registry) register(e *entry) error {
 func (r *Registry) setResident(e *entry, a *Adapter) {
 	e.adapter = a
 	e.rank, e.alpha, e.targets, e.memBytes = a.Rank(), a.Alpha, len(a.order), a.Bytes()
+	if a.Training != nil {
+		t := *a.Training
+		e.training = &t
+	}
 	r.clock++
 	e.lastUse = r.clock
 }
@@ -276,7 +288,7 @@ func (r *Registry) evict() {
 	for _, e := range r.entries {
 		if e.adapter != nil {
 			resident++
-			if e.refs == 0 {
+			if e.refs == 0 && !e.pinned {
 				idle = append(idle, e)
 			}
 		}
@@ -382,6 +394,7 @@ func (r *Registry) info(e *entry) Info {
 	if in.Resident {
 		in.MemoryBytes = e.memBytes
 	}
+	in.Training = e.training
 	return in
 }
 
@@ -772,4 +785,65 @@ func modTime(path string) time.Time {
 		return st.ModTime()
 	}
 	return time.Time{}
+}
+
+// Publish makes a the adapter named name from now on: a new version of a
+// MicroLoRA the server trains from feedback (a.Training set). A free name is
+// registered as NAME.gguf in the adapter directory; an adapter of that name
+// is replaced only when it is a MicroLoRA too, others are refused with
+// ErrExists. Requests holding a lease keep the version they run with; the
+// next Acquire gets a. The entry is pinned in memory, so that what requests
+// get is always the newest version; with persist the file is written too
+// (atomically), so that learning survives a restart.
+func (r *Registry) Publish(name string, a *Adapter, persist bool) (Info, error) {
+	if err := CheckName(name); err != nil {
+		return Info{}, err
+	}
+	if a.Training == nil {
+		return Info{}, fmt.Errorf("%w: %q is not an adapter trained online", ErrInvalid, name)
+	}
+	if err := a.Validate(r.cfg, r.base); err != nil {
+		return Info{}, err
+	}
+	a.Name = name
+	path := filepath.Join(r.dir, name+".gguf")
+	r.mu.Lock()
+	e, ok := r.entries[name]
+	switch {
+	case ok && e.training == nil && !e.pinned:
+		r.mu.Unlock()
+		return Info{}, fmt.Errorf("%w: %q is an adapter that is not trained from feedback", ErrExists, name)
+	case !ok && exists(filepath.Join(r.dir, name)):
+		r.mu.Unlock()
+		return Info{}, fmt.Errorf("%w: %q", ErrExists, name)
+	case !ok:
+		e = &entry{name: name, path: path, owned: true, format: FormatGGUF, created: time.Now()}
+		r.entries[name] = e
+	}
+	e.pinned = true
+	r.setResident(e, a)
+	r.evict()
+	r.mu.Unlock()
+	if persist {
+		if err := a.WriteGGUF(path, kernels.F32); err != nil {
+			return Info{}, err
+		}
+		if size, err := pathBytes(path); err == nil {
+			r.mu.Lock()
+			e.fileBytes = size
+			r.mu.Unlock()
+		}
+	}
+	return r.Get(name)
+}
+
+// Adapter is the adapter named name as it is in memory now, without a
+// lease; nil when it is not resident or not registered.
+func (r *Registry) Adapter(name string) *Adapter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[name]; ok {
+		return e.adapter
+	}
+	return nil
 }

@@ -37,3 +37,33 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUpdateReplay is an online update as the MicroLoRA trainer takes
+// it: the new pair and three earlier ones of other lengths.
+func BenchmarkUpdateReplay(b *testing.B) {
+	m := testmodel.Shared(b, "models", "stories260K.gguf")
+	model, err := NewModel(m.File, m.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := NewTrainer(model, TrainOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var batch []Scored
+	for n := range 4 {
+		ex := Example{Prompt: []tokenizer.ID{1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395}[:5+3*n],
+			Chosen: []tokenizer.ID{301, 425, 411}, Rejected: []tokenizer.ID{317}}
+		s, err := tr.Prepare(DPO, ex)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch = append(batch, s)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := tr.Step(DPO, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -309,8 +310,20 @@ func (tr *Trainer) factors(gr *graph) (map[string]*loraFactors, []*G.Node) {
 	return lf, nodes
 }
 
+// ErrBadExample is wrapped by the errors about an example a trainer
+// cannot train on (no prompt, a missing completion, a token outside the
+// vocabulary, too long).
+var ErrBadExample = errors.New("gorgonia: bad training example")
+
 // check refuses an example the objective cannot train on.
 func (tr *Trainer) check(obj Objective, ex *Example) error {
+	if err := tr.checkExample(obj, ex); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadExample, err)
+	}
+	return nil
+}
+
+func (tr *Trainer) checkExample(obj Objective, ex *Example) error {
 	vocab := tr.m.cfg.VocabSize
 	if len(ex.Prompt) == 0 {
 		return errors.New("gorgonia: an example needs a prompt of at least one token")
@@ -430,27 +443,36 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 
 // gradients computes the mean loss of the batch and its gradient into
 // every param's grad, adding the squared gradients to their Fisher sums.
+// Each example runs in its own graph, cached by its shape alone, and the
+// gradients are averaged: a batch of examples of other lengths reuses the
+// graphs of each rather than compiling one of the combination.
 func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
-	terms := make([][]term, len(batch))
+	for _, p := range tr.params {
+		clear(p.(*param).gradData())
+	}
+	loss := 0.0
+	w := 1 / float32(len(batch))
 	for i := range batch {
-		terms[i] = tr.plan(obj, &batch[i])
-	}
-	out, grads, err := tr.run(terms, true, true)
-	if err != nil {
-		return 0, err
-	}
-	for i, g := range grads {
-		p := tr.params[i].(*param)
-		copy(p.gradData(), g)
-		if p.fisher == nil {
-			p.fisher = make([]float32, len(p.gradData()))
+		out, grads, err := tr.run([][]term{tr.plan(obj, &batch[i])}, true, true)
+		if err != nil {
+			return 0, err
 		}
-		for j, x := range p.gradData() {
-			p.fisher[j] += x * x
+		loss += out[0] / float64(len(batch))
+		for j, g := range grads {
+			kernels.Axpy(w, g, tr.params[j].(*param).gradData())
+		}
+	}
+	for _, p := range tr.params {
+		pp := p.(*param)
+		if pp.fisher == nil {
+			pp.fisher = make([]float32, len(pp.gradData()))
+		}
+		for j, x := range pp.gradData() {
+			pp.fisher[j] += x * x
 		}
 	}
 	tr.fisherN++
-	return out[0], nil
+	return loss, nil
 }
 
 // updateKL moves KTO's reference point towards the batch's mean log-ratio

@@ -70,6 +70,11 @@ type serveConfig struct {
 	adapterDir   string
 	maxAdapters  int
 	maxAdapterMB int64
+	// micro configures the MicroLoRA adapters trained from feedback, in
+	// the models' adapter directories; feedbackWindow is how long
+	// completions are kept for feedback on them.
+	micro          microFlags
+	feedbackWindow time.Duration
 }
 
 const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
@@ -114,6 +119,11 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of the first model's LoRA adapters: those in it are loaded at start, uploads are stored there; other models' are adapter_dir in --config (default: none)")
 	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory, per model; the least recently used idle one is unloaded first and read again when needed")
 	fs.Int64Var(&c.maxAdapterMB, "max-adapter-mb", lora.DefaultMaxUploadBytes>>20, "largest LoRA adapter upload (all its files) in MiB (413 beyond)")
+	fs.BoolVar(&c.micro.on, "micro-lora", true, "train MicroLoRA adapters from POST /v1/feedback in each model's adapter directory (needs an adapter directory)")
+	fs.IntVar(&c.micro.rank, "micro-lora-rank", 2, "rank of new MicroLoRA adapters")
+	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
+	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
+	fs.DurationVar(&c.feedbackWindow, "feedback-window", api.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
@@ -142,6 +152,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
+		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
 	case c.maxAdapters < 1 || c.maxAdapterMB < 1 || c.maxAdapterMB > maxAdapterMB:
 		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
@@ -310,12 +322,13 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		}
 	}
 	srv := api.New(api.Options{
-		Version:      version,
-		APIKeys:      keys,
-		MaxN:         c.maxN,
-		MaxBodyBytes: c.maxBody,
-		CORSOrigins:  origins,
-		Logger:       logger,
+		Version:        version,
+		APIKeys:        keys,
+		MaxN:           c.maxN,
+		MaxBodyBytes:   c.maxBody,
+		CORSOrigins:    origins,
+		Logger:         logger,
+		FeedbackWindow: c.feedbackWindow,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

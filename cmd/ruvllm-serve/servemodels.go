@@ -12,6 +12,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/gorgonia"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
@@ -174,9 +175,15 @@ type servedModel struct {
 	backend backends.Backend
 	engine  *backends.Engine
 	api     *api.Model
+	micro   *gorgonia.MicroLoRA
 }
 
 func (s *servedModel) close() {
+	if s.micro != nil {
+		if err := s.micro.Close(); err != nil {
+			logger.Error().Err(err).Str("model", s.api.ID).Msg("saving MicroLoRA adapters")
+		}
+	}
 	if s.engine != nil {
 		s.engine.Close()
 	}
@@ -294,5 +301,8 @@ func openAdapters(c *serveConfig, dir string, s *servedModel) error {
 	logger.Info().Str("model", s.api.ID).Str("dir", reg.Dir()).Strs("adapters", names).Int("max_resident", c.maxAdapters).
 		Int64("max_upload_mb", c.maxAdapterMB).Msg("adapters loaded")
 	s.api.Adapters, s.api.MaxAdapterBytes = reg, maxBytes
+	if c.micro.on {
+		startMicroLoRA(&c.micro, s)
+	}
 	return nil
 }

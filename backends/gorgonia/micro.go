@@ -1,0 +1,328 @@
+package gorgonia
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/gguf"
+)
+
+// MicroLoRAs are small adapters (rank 1–2) trained online from users'
+// feedback while the server runs. Feedback is queued as it arrives; one
+// background trainer takes it in turn, a step on each event (with a few
+// earlier events of the adapter replayed beside it), and publishes every
+// update into the adapter registry as a new version that requests naming
+// the adapter get at once. The trainer's share of the CPU is bounded: its
+// thread runs at the lowest priority, and it sleeps after each update so
+// that updates take at most CPUShare of one core over time.
+
+// ErrNotMicro is returned for feedback naming an adapter that exists but is
+// not trained from feedback (one uploaded or loaded from a file).
+var ErrNotMicro = errors.New("the adapter is not a MicroLoRA trained from feedback")
+
+// MicroOptions configure a MicroLoRA manager; the zero value is usable.
+type MicroOptions struct {
+	// Train configures each adapter's trainer (rank, targets, learning
+	// rate, β, penalty); see TrainOptions for the defaults.
+	Train TrainOptions
+	// CPUShare bounds the trainer's use of one core over time; 0 means
+	// 0.25.
+	CPUShare float64
+	// Replay is how many earlier events of the adapter are trained beside
+	// each new one (with the same objective); 0 means none. Each costs as
+	// much as the new event (BenchmarkUpdateReplay).
+	Replay int
+	// ConsolidateEvery is how many updates pass between moves of the
+	// penalty's anchor (with a penalty set); 0 means 32.
+	ConsolidateEvery int
+	// SaveEvery is the most often an adapter's file is rewritten; 0 means
+	// 2 s. The newest version is always in memory, and Close saves all.
+	SaveEvery time.Duration
+	// Queue bounds the events waiting; 0 means 1024. A full queue refuses
+	// feedback (ErrBusy).
+	Queue int
+}
+
+// ErrBusy is returned when the trainer's queue is full.
+var ErrBusy = errors.New("the MicroLoRA trainer's queue is full")
+
+// MicroEvent is one piece of feedback for an adapter.
+type MicroEvent struct {
+	Adapter   string
+	Objective Objective
+	Example   Example
+}
+
+// MicroStats is an adapter's training state: lora.Training, live.
+type MicroStats = lora.Training
+
+// microAdapter is one adapter being trained.
+type microAdapter struct {
+	name    string
+	tr      *Trainer
+	stats   lora.Training
+	replay  []replayed
+	saved   time.Time
+	dirty   bool
+	pending int // events queued, not yet trained
+}
+
+type replayed struct {
+	obj Objective
+	ex  Scored
+}
+
+// MicroLoRA trains the MicroLoRAs of one model and publishes them into its
+// adapter registry. Its methods are safe for concurrent use.
+type MicroLoRA struct {
+	file *gguf.File
+	cfg  *models.Config
+	reg  *lora.Registry
+	opt  MicroOptions
+
+	mu       sync.Mutex
+	model    *Model // made at the first feedback
+	adapters map[string]*microAdapter
+	queue    chan MicroEvent
+	done     chan struct{}
+	exited   chan struct{}
+	closed   bool
+}
+
+// NewMicroLoRA starts the trainer of the MicroLoRAs of the model in f (cfg
+// its hyperparameters), published into reg. The model's weights are
+// dequantized for training at the first feedback.
+func NewMicroLoRA(f *gguf.File, cfg *models.Config, reg *lora.Registry, o MicroOptions) *MicroLoRA {
+	if o.CPUShare <= 0 || o.CPUShare > 1 {
+		o.CPUShare = 0.25
+	}
+	if o.ConsolidateEvery <= 0 {
+		o.ConsolidateEvery = 32
+	}
+	if o.SaveEvery <= 0 {
+		o.SaveEvery = 2 * time.Second
+	}
+	if o.Queue <= 0 {
+		o.Queue = 1024
+	}
+	o.Train.fill()
+	m := &MicroLoRA{file: f, cfg: cfg, reg: reg, opt: o, adapters: map[string]*microAdapter{},
+		queue: make(chan MicroEvent, o.Queue), done: make(chan struct{}), exited: make(chan struct{})}
+	go m.run()
+	return m
+}
+
+// Submit queues an event for its adapter, creating the adapter (published
+// at once as the base model exactly) at its first feedback, or taking over
+// a MicroLoRA of that name stored in the registry. It fails with ErrNotMicro
+// for another kind of adapter, lora.ErrBadName for a bad name, ErrBusy when
+// the queue is full, and with the trainer's error for an example it cannot
+// train on.
+func (m *MicroLoRA) Submit(ev MicroEvent) error {
+	if err := lora.CheckName(ev.Adapter); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("gorgonia: the MicroLoRA trainer is closed")
+	}
+	a, err := m.adapter(ev.Adapter)
+	if err != nil {
+		return err
+	}
+	if err := a.tr.check(ev.Objective, &ev.Example); err != nil {
+		return err
+	}
+	select {
+	case m.queue <- ev:
+	default:
+		return ErrBusy
+	}
+	a.stats.Feedback++
+	a.pending++
+	return nil
+}
+
+// adapter finds or makes the adapter named name; m.mu is held.
+func (m *MicroLoRA) adapter(name string) (*microAdapter, error) {
+	if a, ok := m.adapters[name]; ok {
+		return a, nil
+	}
+	if m.model == nil {
+		model, err := NewModel(m.file, m.cfg)
+		if err != nil {
+			return nil, err
+		}
+		m.model = model
+	}
+	a := &microAdapter{name: name}
+	var err error
+	if old := m.reg.Adapter(name); old != nil || m.registered(name) {
+		if old == nil {
+			lease, lerr := m.reg.Acquire(name)
+			if lerr != nil {
+				return nil, lerr
+			}
+			old = lease.Adapter()
+			lease.Release()
+		}
+		if old.Training == nil {
+			return nil, fmt.Errorf("%w: %q", ErrNotMicro, name)
+		}
+		if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); err != nil {
+			return nil, err
+		}
+		a.stats = *old.Training
+	} else {
+		if a.tr, err = NewTrainer(m.model, m.opt.Train); err != nil {
+			return nil, err
+		}
+		if err := m.publish(a, true); err != nil {
+			return nil, err
+		}
+	}
+	m.adapters[name] = a
+	return a, nil
+}
+
+// registered reports whether the registry has an adapter named name.
+func (m *MicroLoRA) registered(name string) bool {
+	_, err := m.reg.Get(name)
+	return err == nil
+}
+
+// publish makes the trainer's factors the adapter's next version.
+func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
+	ad, err := a.tr.Adapter(a.name)
+	if err != nil {
+		return err
+	}
+	a.stats.Version++
+	st := a.stats
+	ad.Training = &st
+	if _, err := m.reg.Publish(a.name, ad, persist); err != nil {
+		return err
+	}
+	if persist {
+		a.saved, a.dirty = time.Now(), false
+	} else {
+		a.dirty = true
+	}
+	return nil
+}
+
+// Stats is the live training state of the adapter named name; ok is false
+// when this manager has not trained it.
+func (m *MicroLoRA) Stats(name string) (MicroStats, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.adapters[name]
+	if !ok {
+		return MicroStats{}, false
+	}
+	return a.stats, true
+}
+
+// Idle reports whether every queued event has been trained.
+func (m *MicroLoRA) Idle() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.adapters {
+		if a.pending > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Close stops the trainer after the update it is running and saves every
+// adapter with unsaved updates. Events still queued are dropped.
+func (m *MicroLoRA) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.done)
+	<-m.exited
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for _, a := range m.adapters {
+		if a.dirty {
+			a.stats.Version-- // the saved version is the one in memory
+			errs = append(errs, m.publish(a, true))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// run is the background trainer: one goroutine on a thread of the lowest
+// priority, sleeping after each update for its CPU share.
+func (m *MicroLoRA) run() {
+	defer close(m.exited)
+	runtime.LockOSThread()
+	lowerPriority()
+	for {
+		select {
+		case <-m.done:
+			return
+		case ev := <-m.queue:
+			start := time.Now()
+			m.train(ev)
+			busy := time.Since(start)
+			rest := time.Duration(float64(busy) * (1/m.opt.CPUShare - 1))
+			select {
+			case <-m.done:
+				return
+			case <-time.After(rest):
+			}
+		}
+	}
+}
+
+// train takes one update on ev and publishes it.
+func (m *MicroLoRA) train(ev MicroEvent) {
+	m.mu.Lock()
+	a := m.adapters[ev.Adapter]
+	m.mu.Unlock()
+	if a == nil {
+		return
+	}
+	// The trainer is used by this goroutine only; the lock guards stats.
+	s, err := a.tr.Prepare(ev.Objective, ev.Example)
+	loss := 0.0
+	if err == nil {
+		batch := []Scored{s}
+		for i := len(a.replay) - 1; i >= 0 && len(batch) <= m.opt.Replay && m.opt.Replay > 0; i-- {
+			if a.replay[i].obj == ev.Objective {
+				batch = append(batch, a.replay[i].ex)
+			}
+		}
+		loss, err = a.tr.Step(ev.Objective, batch)
+		a.replay = append(a.replay, replayed{ev.Objective, s})
+		if len(a.replay) > 64 {
+			a.replay = a.replay[len(a.replay)-64:]
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a.pending--
+	if err != nil {
+		return
+	}
+	a.stats.Updates++
+	a.stats.Loss = loss
+	if a.tr.opt.Penalty != NoPenalty && a.stats.Updates%int64(m.opt.ConsolidateEvery) == 0 {
+		a.tr.Consolidate()
+	}
+	m.publish(a, time.Since(a.saved) >= m.opt.SaveEvery)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ruvllm/ruvllm/api"
+	"github.com/ruvllm/ruvllm/backends/gorgonia"
+	"github.com/ruvllm/ruvllm/lora"
+)
+
+// microFlags configure the MicroLoRA adapters trained from feedback.
+type microFlags struct {
+	on      bool
+	rank    int
+	targets string
+	cpu     float64
+}
+
+// microSink hands a model's feedback to its MicroLoRA trainer: a pair or a
+// correction trains DPO (a correction of an empty completion SFT), a
+// rating KTO.
+type microSink struct {
+	model string
+	m     *gorgonia.MicroLoRA
+}
+
+var _ api.AdapterTrainer = (*microSink)(nil)
+
+func (s *microSink) Feedback(_ context.Context, fb *api.Feedback) error {
+	if fb.Model != s.model || fb.Adapter == "" {
+		return nil
+	}
+	ev := gorgonia.MicroEvent{Adapter: fb.Adapter, Objective: gorgonia.DPO,
+		Example: gorgonia.Example{Prompt: fb.Prompt, Chosen: fb.Chosen, Rejected: fb.Rejected, Rating: fb.Rating}}
+	switch {
+	case fb.Kind == api.FeedbackRating:
+		ev.Objective = gorgonia.KTO
+	case fb.Kind == api.FeedbackCorrection && len(fb.Rejected) == 0:
+		ev.Objective = gorgonia.SFT
+	}
+	err := s.m.Submit(ev)
+	switch {
+	case err == nil, errors.Is(err, lora.ErrBadName):
+		return err
+	case errors.Is(err, gorgonia.ErrNotMicro), errors.Is(err, lora.ErrExists):
+		return fmt.Errorf("%w: %w", api.ErrFeedbackConflict, err)
+	case errors.Is(err, gorgonia.ErrBusy):
+		return fmt.Errorf("%w: %w", api.ErrFeedbackBusy, err)
+	case errors.Is(err, gorgonia.ErrBadExample):
+		return fmt.Errorf("%w: %w", api.ErrFeedbackInvalid, err)
+	}
+	return err
+}
+
+func (s *microSink) Training(model, adapter string) (lora.Training, bool) {
+	if model != s.model {
+		return lora.Training{}, false
+	}
+	return s.m.Stats(adapter)
+}
+
+// startMicroLoRA starts the trainer of a model's MicroLoRAs, published into
+// its adapter registry, and makes it the model's feedback sink.
+func startMicroLoRA(mf *microFlags, s *servedModel) {
+	o := gorgonia.MicroOptions{CPUShare: mf.cpu, Train: gorgonia.TrainOptions{Rank: mf.rank, Targets: strings.Split(mf.targets, ",")}}
+	s.micro = gorgonia.NewMicroLoRA(s.model.File, s.model.Config, s.api.Adapters, o)
+	s.api.Feedback = append(s.api.Feedback, &microSink{model: s.api.ID, m: s.micro})
+	logger.Info().Str("model", s.api.ID).Int("rank", mf.rank).Str("targets", mf.targets).Float64("cpu_share", mf.cpu).Msg("MicroLoRA adapters train from POST /v1/feedback")
+}
