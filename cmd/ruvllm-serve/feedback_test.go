@@ -182,4 +182,3 @@ func pplWith(t *testing.T, model, file, adapterPath string) float64 {
 	}
 	return math.Exp(r.nll / float64(r.scored))
 }
-
