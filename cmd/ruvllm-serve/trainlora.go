@@ -126,6 +126,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	penalty := fs.String("penalty", "none", "keep the adapter near --init: none, l2 (an anchor) or ewc (weighted by the Fisher information of --anchor-data)")
 	lambda := fs.Float64("lambda", 1, "strength of the penalty")
 	anchorData := fs.String("anchor-data", "", "examples --init was trained on, for the EWC weights (default: --data)")
+	evalData := fs.String("eval", "", "report the margin on this file's eval examples (default: --data's)")
 	seed := fs.Uint64("seed", 1, "seed of the adapter's start and of the order of examples")
 	out := fs.String("out", "", "GGUF LoRA file to write")
 	if _, err := fs.parse(args, stdout); err != nil {
@@ -198,9 +199,15 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	evalItems := set.Eval
+	evalSet := set
+	if *evalData != "" {
+		if evalSet, err = readPreferences(*evalData); err != nil {
+			return err
+		}
+	}
+	evalItems := evalSet.Eval
 	if len(evalItems) == 0 {
-		evalItems = set.Train
+		evalItems = evalSet.Train
 	}
 	pairs := evalItems[0].Chosen != "" && evalItems[0].Rejected != ""
 	if pairs {
