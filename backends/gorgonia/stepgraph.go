@@ -80,6 +80,7 @@ type stepGraph struct {
 	nodes   []*G.Node // the adapter's factors, in the trainer's param order
 	seqs    []*seqInputs
 	scalars []*G.Node
+	reads   []*G.Value // the outs' values after a run
 }
 
 // maxGraphs bounds the compiled graphs a trainer keeps.
@@ -124,8 +125,8 @@ func (tr *Trainer) run(terms [][]term, adapter, grad bool) ([]float64, [][]float
 		return nil, nil, err
 	}
 	outs := make([]float64, len(sg.outs))
-	for i, o := range sg.outs {
-		outs[i] = scalarValue(o)
+	for i, v := range sg.reads {
+		outs[i] = scalarOf(*v)
 	}
 	if !grad {
 		return outs, nil, nil
@@ -205,13 +206,24 @@ func (tr *Trainer) compile(terms [][]term, adapter, grad bool) (*stepGraph, erro
 	if err != nil {
 		return nil, err
 	}
-	sg.vm = G.NewTapeMachine(gr.g, G.TraceExec())
+	// Without TraceExec the machine reuses the memory of intermediate
+	// values; the outputs are read through Read ops, the gradients from
+	// the factors' nodes.
+	sg.reads = make([]*G.Value, len(sg.outs))
+	for i, o := range sg.outs {
+		sg.reads[i] = new(G.Value)
+		G.Read(o, sg.reads[i])
+	}
+	sg.vm = G.NewTapeMachine(gr.g)
 	return sg, nil
 }
 
-// scalarValue is a scalar node's value after a run.
-func scalarValue(n *G.Node) float64 {
-	switch v := n.Value().Data().(type) {
+// scalarOf is a scalar value's float.
+func scalarOf(val G.Value) float64 {
+	if val == nil {
+		return math.NaN()
+	}
+	switch v := val.Data().(type) {
 	case float32:
 		return float64(v)
 	case []float32:

@@ -49,6 +49,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	concurrency := fs.Int("concurrency", 0, "also run C streams at once through the engine (aggregate and per-stream tokens/s, against 1 stream)")
 	prefixReuse := fs.Bool("prefix-reuse", false, "also time the first token of each turn of a 6-turn chat, with prefix reuse and without")
 	turnTokens := fs.Int("turn-tokens", 150, "with --prefix-reuse: new tokens per turn")
+	trainWhile := fs.String("train-while", "", "with --concurrency: time the C streams also while a MicroLoRA trainer learns this preference set's pairs, in alternation (-r times each)")
+	microCPU := fs.Float64("micro-lora-cpu", 0.25, "with --train-while: the trainer's share of one core")
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}
@@ -162,6 +164,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					break
 				}
 			}
+		}
+		if *trainWhile != "" && *concurrency > 0 {
+			tw, err := benchTrainWhile(ctx, m, b, *trainWhile, *concurrency, benchConcurrencyGen(nList), *reps, *microCPU)
+			if err != nil {
+				b.Close()
+				return err
+			}
+			printTrainWhile(stdout, tw)
 		}
 		if *prefixReuse {
 			t, err := benchPrefixReuse(ctx, b, 6, *turnTokens, 16)
