@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -11,8 +12,15 @@ import (
 // DPO step on a prompt of 12 tokens with completions of 3 and 1, the shape
 // of ../shared/feedback's pairs (their scoring under the base model, done
 // once when the feedback arrives, not included).
+//
+// llama-134m is the synthesized model of that shape (dim 768, 12 layers,
+// vocab 32000; random weights, its token ids taken as they are).
 func BenchmarkUpdate(b *testing.B) {
-	m := testmodel.Shared(b, "models", "stories260K.gguf")
+	b.Run("stories260K", func(b *testing.B) { benchUpdate(b, testmodel.Shared(b, "models", "stories260K.gguf")) })
+	b.Run("llama-134m", func(b *testing.B) { benchUpdate(b, testmodel.Load(b, testmodel.Synth(b, "llama-134m", "Q8_0"))) })
+}
+
+func benchUpdate(b *testing.B, m *models.Model) {
 	model, err := NewModel(m.File, m.Config)
 	if err != nil {
 		b.Fatal(err)

@@ -150,7 +150,7 @@ func (n *net) norm(x *G.Node, w []float32) *G.Node {
 
 // linear is x·Wᵀ (+ bias) (+ the adapter's update of W).
 func (n *net) linear(x *G.Node, l *linear, bias []float32) *G.Node {
-	y := must(G.Mul(x, n.dense(l.wt)))
+	y := must(G.ApplyOp(linearOp{l}, x))
 	if bias != nil {
 		y = must(G.Add(y, must(G.Mul(n.ones, n.row(bias)))))
 	}
@@ -235,7 +235,7 @@ func (n *net) forwardRows(x, sel *G.Node) *G.Node {
 		x = must(G.Mul(sel, x))
 	}
 	n.hidden = n.norm(x, n.m.w.global.vec(models.OutputNorm))
-	return must(G.Mul(n.hidden, n.dense(n.m.w.output.wt)))
+	return must(G.ApplyOp(linearOp{n.m.w.output}, n.hidden))
 }
 
 // seqInputs are the inputs of one sequence of a training graph, which a

@@ -287,3 +287,101 @@ func (o attnOp) SymDiff(in G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	}
 	return G.Nodes{dq, dk, dv}, nil
 }
+
+// The base model's weights are frozen: a product with one is an op of its
+// input alone, y = x·Wᵀ with W (out, in) row-major as the file holds it,
+// whose gradient is dy·W, so that differentiating never makes the weights'
+// own gradients (for the output projection of a 32000-token vocabulary,
+// 100 MB an update). Both are rows of kernels' dot products and axpys.
+
+// linearOp is x (t, in) ↦ x·Wᵀ (t, out) for a frozen W.
+type linearOp struct{ l *linear }
+
+// linearGradOp is dy (t, out) ↦ dy·W (t, in).
+type linearGradOp struct{ l *linear }
+
+func (linearOp) Arity() int     { return 1 }
+func (linearGradOp) Arity() int { return 1 }
+func (linearOp) Type() hm.Type  { t := matrixType(); return hm.NewFnType(t, t) }
+func (linearGradOp) Type() hm.Type {
+	t := matrixType()
+	return hm.NewFnType(t, t)
+}
+
+func rowsOf(in []G.DimSizer) (int, error) {
+	s, ok := in[0].(tensor.Shape)
+	if !ok || len(s) != 2 {
+		return 0, fmt.Errorf("gorgonia: a linear layer of %v", in[0])
+	}
+	return s[0], nil
+}
+
+func (o linearOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	t, err := rowsOf(in)
+	return tensor.Shape{t, o.l.out}, err
+}
+func (o linearGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	t, err := rowsOf(in)
+	return tensor.Shape{t, o.l.in}, err
+}
+
+func (o linearOp) Do(in ...G.Value) (G.Value, error) {
+	d, err := data(in)
+	if err != nil {
+		return nil, err
+	}
+	l := o.l
+	t := len(d[0]) / l.in
+	y := make([]float32, t*l.out)
+	for r := range t {
+		x := d[0][r*l.in : (r+1)*l.in]
+		yr := y[r*l.out : (r+1)*l.out]
+		for c := range l.out {
+			yr[c] = kernels.DotF32(l.w[c*l.in:(c+1)*l.in], x)
+		}
+	}
+	return tensor.New(tensor.WithShape(t, l.out), tensor.WithBacking(y)), nil
+}
+
+func (o linearGradOp) Do(in ...G.Value) (G.Value, error) {
+	d, err := data(in)
+	if err != nil {
+		return nil, err
+	}
+	l := o.l
+	t := len(d[0]) / l.out
+	dx := make([]float32, t*l.in)
+	for r := range t {
+		dy := d[0][r*l.out : (r+1)*l.out]
+		dxr := dx[r*l.in : (r+1)*l.in]
+		for c, g := range dy {
+			if g != 0 {
+				kernels.Axpy(g, l.w[c*l.in:(c+1)*l.in], dxr)
+			}
+		}
+	}
+	return tensor.New(tensor.WithShape(t, l.in), tensor.WithBacking(dx)), nil
+}
+
+func (linearOp) ReturnsPtr() bool            { return false }
+func (linearGradOp) ReturnsPtr() bool        { return false }
+func (linearOp) CallsExtern() bool           { return false }
+func (linearGradOp) CallsExtern() bool       { return false }
+func (linearOp) OverwritesInput() int        { return -1 }
+func (linearGradOp) OverwritesInput() int    { return -1 }
+func (o linearOp) WriteHash(h hash.Hash)     { fmt.Fprintf(h, "linear%p", o.l) }
+func (o linearGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "linear-grad%p", o.l) }
+func (o linearOp) Hashcode() uint32          { return hashOf(o) }
+func (o linearGradOp) Hashcode() uint32      { return hashOf(o) }
+func (o linearOp) String() string            { return "linear " + o.l.name }
+func (o linearGradOp) String() string        { return "linear-grad " + o.l.name }
+
+func (linearOp) DiffWRT(int) []bool { return []bool{true} }
+
+func (o linearOp) SymDiff(_ G.Nodes, _, grad *G.Node) (G.Nodes, error) {
+	dx, err := G.ApplyOp(linearGradOp(o), grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}

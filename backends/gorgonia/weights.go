@@ -10,13 +10,12 @@ import (
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
-// linear is one weight matrix W (out, in) of the model, held transposed as
-// an F32 tensor wt (in, out), so that the graph's x·wt is x·Wᵀ with x
-// (tokens, in) row-major: one matrix product per layer and pass.
+// linear is one weight matrix W (out, in) of the model in F32, row-major as
+// the file holds it, which the graph multiplies by with linearOp.
 type linear struct {
 	name    string // the GGUF name, which LoRA targets are keyed by
 	in, out int
-	wt      *tensor.Dense // (in, out)
+	w       []float32 // (out, in)
 }
 
 // tensors are the tensors of one block, or the whole-model ones, by role;
@@ -75,7 +74,7 @@ func loadWeights(f *gguf.File, cfg *models.Config) (*weights, error) {
 	w.output = w.global.mat(models.Output)
 	if cfg.TiedOutput {
 		vocab, dim := cfg.VocabSize, cfg.Dim
-		w.output = &linear{name: models.TensorName(models.TokenEmbd, 0), in: dim, out: vocab, wt: transposed(w.embd, vocab, dim)}
+		w.output = &linear{name: models.TensorName(models.TokenEmbd, 0), in: dim, out: vocab, w: w.embd}
 	}
 	if w.output == nil {
 		return nil, fmt.Errorf("gorgonia: %s has no output projection", cfg.Arch)
@@ -111,7 +110,7 @@ func load(f *gguf.File, cfg *models.Config, spec models.TensorSpec, layer int, t
 	case len(shape) == 1:
 		t.vecs[spec.Role] = data
 	default:
-		t.mats[spec.Role] = &linear{name: name, in: cols, out: rows, wt: transposed(data, rows, cols)}
+		t.mats[spec.Role] = &linear{name: name, in: cols, out: rows, w: data}
 	}
 	return nil
 }
