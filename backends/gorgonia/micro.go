@@ -269,6 +269,12 @@ func (m *MicroLoRA) Close() error {
 // priority, sleeping after each update for its CPU share.
 func (m *MicroLoRA) run() {
 	defer close(m.exited)
+	// The trainer takes a P of its own, so that it never holds one of the
+	// Ps serving goroutines run on: the kernel, which runs its thread only
+	// when the serving threads leave a CPU idle (lowerPriority), decides.
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + 1)
+	defer runtime.GOMAXPROCS(procs)
 	runtime.LockOSThread()
 	lowerPriority()
 	for {

@@ -2,9 +2,14 @@ package gorgonia
 
 import "golang.org/x/sys/unix"
 
-// lowerPriority gives the calling thread the lowest scheduling priority
-// (nice 19), so that serving threads take the CPU first when both want it.
-// Failure only loses that.
+// lowerPriority puts the calling thread in Linux's SCHED_IDLE class, which
+// runs only when no other thread wants the CPU (weaker than any nice
+// level), so that serving threads are never held up by the trainer; where
+// that is refused, it takes nice 19. Failure only loses that.
 func lowerPriority() {
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
+	tid := unix.Gettid()
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+	if unix.SchedSetAttr(tid, &attr, 0) != nil {
+		unix.Setpriority(unix.PRIO_PROCESS, tid, 19)
+	}
 }
