@@ -2,7 +2,6 @@ package gorgonia
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -129,7 +128,7 @@ func (b *Backend) check(steps []backends.Step) error {
 		switch {
 		case !ok || s == nil || s.owner != b:
 			return fmt.Errorf("gorgonia: step %d: the sequence was not made by this backend", i)
-		case s.table == nil:
+		case s.Table == nil:
 			return fmt.Errorf("gorgonia: step %d: %w", i, backends.ErrClosed)
 		case s.call == b.call:
 			return fmt.Errorf("gorgonia: step %d: the sequence appears twice in one call", i)
@@ -142,7 +141,7 @@ func (b *Backend) check(steps []backends.Step) error {
 			return fmt.Errorf("gorgonia: step %d: unknown outputs %d", i, st.Outputs)
 		}
 		s.call = b.call
-		need[s.table.Pool().Type()] += s.table.Need(len(st.Tokens))
+		need[s.Table.Pool().Type()] += s.Table.Need(len(st.Tokens))
 		for _, t := range st.Tokens {
 			if t < 0 || int(t) >= vocab {
 				return fmt.Errorf("gorgonia: step %d: token %d is outside the vocabulary of %d", i, t, vocab)
@@ -171,10 +170,10 @@ func (b *Backend) step(st *backends.Step) error {
 	s := st.Seq.(*sequence)
 	t := len(st.Tokens)
 	n := newNet(newGraph(), b.m, t, s.Len(), s.past())
-	n.roundKV = s.table.Pool().Type() == kvcache.F16
+	n.roundKV = s.Table.Pool().Type() == kvcache.F16
 	n.keepKV = true
-	if s.adapter != nil {
-		n.lora = b.adapterNodes(n, s.adapter, s.adapterScale)
+	if a, scale := s.Adapter(); a != nil {
+		n.lora = b.adapterNodes(n, a, scale)
 	}
 	r0 := t - 1
 	if st.Outputs == backends.AllTokens {
@@ -190,13 +189,13 @@ func (b *Backend) step(st *backends.Step) error {
 		return err
 	}
 	pos := s.Len()
-	if _, err := s.table.Append(st.Tokens); err != nil {
+	if _, err := s.Table.Append(st.Tokens); err != nil {
 		return err // check made room
 	}
 	for l := range b.m.cfg.Layers {
-		s.table.Store(l, pos, n.attn[l].newK, n.attn[l].newV)
+		s.Table.Store(l, pos, n.attn[l].newK, n.attn[l].newV)
 	}
-	s.table.Commit()
+	s.Table.Commit()
 	if st.Logits != nil {
 		copy(st.Logits, floats(logits))
 	}
@@ -251,14 +250,6 @@ func (b *Backend) fitAdapter(a *lora.Adapter) error {
 		if m.out != t.Out || m.in != t.In {
 			return fmt.Errorf("gorgonia: adapter %q: the update of %s is (%d, %d), the weight (%d, %d): %w", a.Name, t.Name, t.Out, t.In, m.out, m.in, lora.ErrInvalid)
 		}
-	}
-	return nil
-}
-
-// checkScale refuses a scale that is not finite.
-func checkScale(scale float32) error {
-	if math.IsNaN(float64(scale)) || math.IsInf(float64(scale), 0) {
-		return fmt.Errorf("gorgonia: adapter scale %v is not finite", scale)
 	}
 	return nil
 }

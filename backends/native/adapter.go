@@ -2,7 +2,6 @@ package native
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/lora"
@@ -28,30 +27,16 @@ var _ backends.AdapterSequence = (*sequence)(nil)
 
 // SetAdapter implements backends.AdapterSequence.
 func (s *sequence) SetAdapter(a *lora.Adapter, scale float32) error {
-	if s.table == nil {
+	if s.Table == nil {
 		return backends.ErrClosed
 	}
-	if a == nil {
-		scale = 0
-	} else {
-		if math.IsNaN(float64(scale)) || math.IsInf(float64(scale), 0) {
-			return fmt.Errorf("native: adapter scale %v is not finite", scale)
-		}
+	if a != nil {
 		if err := s.owner.fitAdapter(a); err != nil {
 			return err
 		}
 	}
-	if a != s.adapter || scale != s.adapterScale {
-		// Release too, so that the table's blocks are committed and
-		// matched in the new run's namespace only.
-		s.table.SetNamespace(namespace(a, scale))
-	}
-	s.adapter, s.adapterScale = a, scale
-	return nil
+	return s.UseAdapter(a, scale)
 }
-
-// Adapter implements backends.AdapterSequence.
-func (s *sequence) Adapter() (*lora.Adapter, float32) { return s.adapter, s.adapterScale }
 
 // fitAdapter checks that every update of a has the shape of a matrix the
 // forward pass multiplies by, and grows the adapter scratch for it.
@@ -83,14 +68,15 @@ func (b *Backend) fitAdapter(a *lora.Adapter) error {
 // addRun appends row to runs, extending the last run when it has the same
 // adapter and ends just before row.
 func addRun(runs []adapterRun, s *sequence, row, n int) []adapterRun {
-	if s.adapter == nil {
+	a, scale := s.Adapter()
+	if a == nil {
 		return runs
 	}
-	if k := len(runs) - 1; k >= 0 && runs[k].a == s.adapter && runs[k].scale == s.adapterScale && runs[k].row0+runs[k].n == row {
+	if k := len(runs) - 1; k >= 0 && runs[k].a == a && runs[k].scale == scale && runs[k].row0+runs[k].n == row {
 		runs[k].n += n
 		return runs
 	}
-	return append(runs, adapterRun{a: s.adapter, scale: s.adapterScale, row0: row, n: n})
+	return append(runs, adapterRun{a: a, scale: scale, row0: row, n: n})
 }
 
 // applyAdapters adds the updates of w of every run to out (n, w.rows),

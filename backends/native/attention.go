@@ -97,7 +97,7 @@ func (j *attnJob) head(r, h, worker int) {
 	sg := &bf.segs[bf.rowSeg[r]]
 	pos := sg.pos0 + r - sg.row0
 	n := pos + 1 // positions this token sees
-	t := sg.seq.table
+	t := sg.seq.Table
 	p, blocks := t.Pool(), t.Blocks()
 	bt := p.BlockTokens()
 	q := bf.q[(r*heads+h)*hd:][:hd]

@@ -65,7 +65,7 @@ func (b *Backend) attention(l, n int, t *tensors, xn, proj []float32) {
 	b.observe("Krope", l, k)
 	for _, sg := range bf.segs {
 		r0, r1 := sg.row0, sg.row0+sg.n
-		sg.seq.table.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
+		sg.seq.Table.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
 	}
 	b.attnJob.layer = l
 	b.pool.Run(b.attnJob.tasks(n), &b.attnJob)

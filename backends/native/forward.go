@@ -86,7 +86,7 @@ func (b *Backend) check(steps []backends.Step) error {
 		switch {
 		case !ok || s == nil || s.owner != b:
 			return fmt.Errorf("native: step %d: the sequence was not made by this backend", i)
-		case s.table == nil:
+		case s.Table == nil:
 			return fmt.Errorf("native: step %d: %w", i, backends.ErrClosed)
 		case s.call == b.call:
 			return fmt.Errorf("native: step %d: the sequence appears twice in one call", i)
@@ -100,10 +100,10 @@ func (b *Backend) check(steps []backends.Step) error {
 		}
 		s.call = b.call
 		pi := kvcache.F16
-		if s.table.Pool() == b.kv[kvcache.F32] {
+		if s.Table.Pool() == b.kv[kvcache.F32] {
 			pi = kvcache.F32
 		}
-		need[pi] += s.table.Need(len(st.Tokens))
+		need[pi] += s.Table.Need(len(st.Tokens))
 		for _, t := range st.Tokens {
 			if t < 0 || int(t) >= vocab {
 				return fmt.Errorf("native: step %d: token %d is outside the vocabulary of %d", i, t, vocab)
@@ -134,7 +134,7 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 	embed, _ := kernels.TraitsOf(tokEmbd.typ)
 	bf.runs = bf.runs[:0]
 	for i, sg := range bf.segs {
-		if _, err := sg.seq.table.Append(steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n]); err != nil {
+		if _, err := sg.seq.Table.Append(steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n]); err != nil {
 			panic(err) // check made room for every token
 		}
 		bf.runs = addRun(bf.runs, sg.seq, sg.row0, sg.n)
@@ -152,7 +152,7 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 	for _, sg := range bf.segs {
 		// The blocks this pass filled are written in every layer now:
 		// offer them to later prompts.
-		sg.seq.table.Commit()
+		sg.seq.Table.Commit()
 	}
 	b.outputs(steps)
 }

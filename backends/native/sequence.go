@@ -2,12 +2,9 @@ package native
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
-	"github.com/ruvllm/ruvllm/lora"
-	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // kvBlockTokens is the positions of one block of the KV pools: attnPad, so
@@ -19,13 +16,9 @@ const kvBlockTokens = attnPad
 // sequence is a token stream of a Backend: a block table of one of its KV
 // pools.
 type sequence struct {
+	backends.TableSequence
 	owner *Backend
-	table *kvcache.BlockTable // nil once closed
-	call  uint64              // the last Forward call that named this sequence
-	// adapter (nil: none) is applied to the sequence's tokens with its
-	// updates multiplied by adapterScale.
-	adapter      *lora.Adapter
-	adapterScale float32
+	call  uint64 // the last Forward call that named this sequence
 }
 
 // NewSequence makes an empty sequence of up to opts.MaxLen tokens (the
@@ -54,7 +47,7 @@ func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence,
 		return nil, fmt.Errorf("native: %w (raise the KV memory)", err)
 	}
 	b.growAttention(n)
-	return &sequence{owner: b, table: t}, nil
+	return &sequence{owner: b, TableSequence: backends.TableSequence{Table: t}}, nil
 }
 
 // kvPool is the backend's pool of precision kv, made at its first use.
@@ -116,93 +109,11 @@ func (b *Backend) KVStats() kvcache.Stats {
 	return s
 }
 
-func (s *sequence) Len() int {
-	if s.table == nil {
-		return 0
-	}
-	return s.table.Len()
-}
-
-func (s *sequence) MaxLen() int {
-	if s.table == nil {
-		return 0
-	}
-	return s.table.MaxLen()
-}
-
-func (s *sequence) Tokens() []tokenizer.ID {
-	if s.table == nil {
-		return nil
-	}
-	return s.table.Tokens()
-}
-
-func (s *sequence) Truncate(n int) error {
-	if s.table == nil {
-		return backends.ErrClosed
-	}
-	return s.table.Truncate(n)
-}
-
-// Reuse implements backends.Sequence: the sequence's own tokens or
-// committed blocks of any sequence of the same pool, run with the same
-// adapter and scale.
-func (s *sequence) Reuse(tokens []tokenizer.ID, limit int) int {
-	if s.table == nil {
-		return 0
-	}
-	return s.table.Reuse(tokens, limit)
-}
-
 // ShareFrom implements backends.Sequence by sharing src's blocks.
 func (s *sequence) ShareFrom(src backends.Sequence) error {
 	o, ok := src.(*sequence)
-	switch {
-	case s.table == nil:
-		return backends.ErrClosed
-	case !ok || o.owner != s.owner || o.table == nil:
-		return fmt.Errorf("native: share from a sequence of another backend or a closed one")
-	case o.table.Pool() != s.table.Pool():
-		return fmt.Errorf("native: share between KV caches of different precision")
-	case o.Len() > s.MaxLen():
-		return fmt.Errorf("native: %d tokens to share do not fit in %d: %w", o.Len(), s.MaxLen(), backends.ErrContextFull)
+	if !ok || o.owner != s.owner {
+		return fmt.Errorf("native: share from a sequence of another backend")
 	}
-	s.adapter, s.adapterScale = o.adapter, o.adapterScale
-	s.table.Share(o.table)
-	return nil
-}
-
-func (s *sequence) Reset() {
-	if s.table != nil {
-		s.table.Release()
-	}
-}
-
-func (s *sequence) CacheBytes() int64 {
-	if s.table == nil {
-		return 0
-	}
-	return s.table.Bytes()
-}
-
-func (s *sequence) Close() error {
-	if s.table != nil {
-		s.table.Release()
-	}
-	s.table = nil
-	s.adapter = nil
-	return nil
-}
-
-// namespace is the prefix-index namespace of keys and values computed with
-// adapter a at scale: 0 for the base model, else a's id and the scale's bits
-// mixed, so that tables share blocks only with tables of the same run.
-func namespace(a *lora.Adapter, scale float32) uint64 {
-	if a == nil {
-		return 0
-	}
-	h := a.ID()*0x9e3779b97f4a7c15 ^ uint64(math.Float32bits(scale))
-	h ^= h >> 31
-	h *= 0xbf58476d1ce4e5b9
-	return h | 1
+	return s.ShareTable(&o.TableSequence)
 }

@@ -1,0 +1,144 @@
+package backends
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// TableSequence is what the sequences of backends whose KV cache is a
+// kvcache block table share: the Sequence methods that only read or reset
+// the table, and the adapter the sequence runs with. A backend's sequence
+// embeds it and adds the methods that depend on the backend (ShareFrom,
+// SetAdapter's fit check).
+type TableSequence struct {
+	// Table is the sequence's keys and values; nil once closed.
+	Table *kvcache.BlockTable
+	// adapter (nil: none) is applied with its updates multiplied by scale.
+	adapter *lora.Adapter
+	scale   float32
+}
+
+// Len implements Sequence.
+func (s *TableSequence) Len() int {
+	if s.Table == nil {
+		return 0
+	}
+	return s.Table.Len()
+}
+
+// MaxLen implements Sequence.
+func (s *TableSequence) MaxLen() int {
+	if s.Table == nil {
+		return 0
+	}
+	return s.Table.MaxLen()
+}
+
+// Tokens implements Sequence.
+func (s *TableSequence) Tokens() []tokenizer.ID {
+	if s.Table == nil {
+		return nil
+	}
+	return s.Table.Tokens()
+}
+
+// Truncate implements Sequence.
+func (s *TableSequence) Truncate(n int) error {
+	if s.Table == nil {
+		return ErrClosed
+	}
+	return s.Table.Truncate(n)
+}
+
+// Reuse implements Sequence: the sequence's own tokens or committed blocks
+// of any sequence of the same pool, run with the same adapter and scale.
+func (s *TableSequence) Reuse(tokens []tokenizer.ID, limit int) int {
+	if s.Table == nil {
+		return 0
+	}
+	return s.Table.Reuse(tokens, limit)
+}
+
+// Reset implements Sequence.
+func (s *TableSequence) Reset() {
+	if s.Table != nil {
+		s.Table.Release()
+	}
+}
+
+// CacheBytes implements Sequence.
+func (s *TableSequence) CacheBytes() int64 {
+	if s.Table == nil {
+		return 0
+	}
+	return s.Table.Bytes()
+}
+
+// Close implements Sequence.
+func (s *TableSequence) Close() error {
+	if s.Table != nil {
+		s.Table.Release()
+	}
+	s.Table, s.adapter = nil, nil
+	return nil
+}
+
+// Adapter implements AdapterSequence.
+func (s *TableSequence) Adapter() (*lora.Adapter, float32) { return s.adapter, s.scale }
+
+// UseAdapter makes the tokens appended from now on run with a at scale,
+// after the backend has checked that a fits; when the adapter or scale
+// changes the table forgets its tokens and moves to the run's prefix
+// namespace. It fails, changing nothing, on a closed sequence or a scale
+// that is not finite.
+func (s *TableSequence) UseAdapter(a *lora.Adapter, scale float32) error {
+	if s.Table == nil {
+		return ErrClosed
+	}
+	if a == nil {
+		scale = 0
+	} else if math.IsNaN(float64(scale)) || math.IsInf(float64(scale), 0) {
+		return fmt.Errorf("backends: adapter scale %v is not finite", scale)
+	}
+	if a != s.adapter || scale != s.scale {
+		s.Table.SetNamespace(AdapterNamespace(a, scale))
+	}
+	s.adapter, s.scale = a, scale
+	return nil
+}
+
+// ShareTable makes s hold src's tokens and adapter, as Sequence.ShareFrom
+// asks; the backend has checked that src is one of its own.
+func (s *TableSequence) ShareTable(src *TableSequence) error {
+	switch {
+	case s.Table == nil:
+		return ErrClosed
+	case src.Table == nil:
+		return fmt.Errorf("backends: share from a closed sequence")
+	case src.Table.Pool() != s.Table.Pool():
+		return fmt.Errorf("backends: share between KV caches of different precision")
+	case src.Len() > s.MaxLen():
+		return fmt.Errorf("backends: %d tokens to share do not fit in %d: %w", src.Len(), s.MaxLen(), ErrContextFull)
+	}
+	s.adapter, s.scale = src.adapter, src.scale
+	s.Table.Share(src.Table)
+	return nil
+}
+
+// AdapterNamespace is the prefix-index namespace of keys and values
+// computed with adapter a at scale: 0 for the base model, else a's id and
+// the scale's bits mixed, so that tables share blocks only with tables of
+// the same run.
+func AdapterNamespace(a *lora.Adapter, scale float32) uint64 {
+	if a == nil {
+		return 0
+	}
+	h := a.ID()*0x9e3779b97f4a7c15 ^ uint64(math.Float32bits(scale))
+	h ^= h >> 31
+	h *= 0xbf58476d1ce4e5b9
+	return h | 1
+}
