@@ -67,15 +67,25 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer g.release()
-	text, rerr := m.Chat.RenderChat(messages, nil, true)
-	if rerr != nil {
-		if errors.Is(rerr, chat.ErrTemplate) {
-			return invalid("messages", codeTemplate, "the chat template refused the messages: %v", rerr)
-		}
-		return internalError("rendering the chat template: %v", rerr)
+	text, err := renderChat(m, messages, nil, true)
+	if err != nil {
+		return err
 	}
 	ids := encodePrompt(m.Tokenizer, text)
 	return s.generate(w, r, m, "/v1/chat/completions", []prompt{{ids: ids, text: text}}, g, chatFormat{})
+}
+
+// renderChat renders messages (and tools) with m's chat template; a
+// template that raises for them is the client's 400.
+func renderChat(m *Model, messages []map[string]any, tools []any, addGenerationPrompt bool) (string, *apiError) {
+	text, err := m.Chat.RenderChat(messages, tools, addGenerationPrompt)
+	if err != nil {
+		if errors.Is(err, chat.ErrTemplate) {
+			return "", invalid("messages", codeTemplate, "the chat template refused the messages: %v", err)
+		}
+		return "", internalError("rendering the chat template: %v", err)
+	}
+	return text, nil
 }
 
 // refuseChatFeatures answers 400 for the parameters that would change the
@@ -151,11 +161,10 @@ func parseMessages(f *fields) ([]map[string]any, *apiError) {
 	out := make([]map[string]any, len(raw))
 	for i, rm := range raw {
 		p := "messages[" + strconv.Itoa(i) + "]"
-		var mm map[string]json.RawMessage
-		if t := strings.TrimSpace(string(rm)); !strings.HasPrefix(t, "{") || json.Unmarshal(rm, &mm) != nil {
-			return nil, invalid(p, codeInvalidType, "%s must be an object", p)
+		mf, err := objectFields(rm, p)
+		if err != nil {
+			return nil, err
 		}
-		mf := newFields(mm, p+".")
 		role, ok, err := mf.str("role")
 		if err != nil {
 			return nil, err
@@ -246,11 +255,10 @@ func parseContent(mf *fields, role string) (string, bool, *apiError) {
 	texts := make([]string, 0, len(parts))
 	for i, part := range parts {
 		pp := p + "[" + strconv.Itoa(i) + "]"
-		var pm map[string]json.RawMessage
-		if t := strings.TrimSpace(string(part)); !strings.HasPrefix(t, "{") || json.Unmarshal(part, &pm) != nil {
-			return "", false, invalid(pp, codeInvalidType, "%s must be an object", pp)
+		pf, err := objectFields(part, pp)
+		if err != nil {
+			return "", false, err
 		}
-		pf := newFields(pm, pp+".")
 		typ, _, err := pf.str("type")
 		if err != nil {
 			return "", false, err

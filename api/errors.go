@@ -27,6 +27,7 @@ const (
 	codeUnknownParam   = "unknown_parameter"
 	codeInvalidJSON    = "invalid_json"
 	codeTooLarge       = "request_too_large"
+	codeMediaType      = "unsupported_media_type"
 	codeNotFound       = "not_found"
 	codeMethod         = "method_not_allowed"
 	codeQueueFull      = "rate_limit_exceeded"

@@ -11,9 +11,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // TestErrors checks every refusal: status, OpenAI's error shape and the
@@ -130,6 +133,61 @@ func TestErrors(t *testing.T) {
 	resp, _ := do(t, "DELETE", fs.URL+"/v1/models", "")
 	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "GET" {
 		t.Errorf("405 with Allow %q", resp.Header.Get("Allow"))
+	}
+}
+
+// TestContentType checks that a body declared as anything but JSON is
+// refused with 415 on every JSON route, while JSON with parameters, a
+// +json type and no declared type at all are read.
+func TestContentType(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	routes := map[string]string{
+		"/v1/chat/completions": `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`,
+		"/v1/completions":      `{"prompt":"hi","max_tokens":1}`,
+		"/v1/embeddings":       `{"input":"hi"}`,
+		"/tokenize":            `{"content":"hi"}`,
+		"/detokenize":          `{"tokens":[5]}`,
+	}
+	tests := []struct {
+		contentType string
+		status      int
+	}{
+		{"application/json", 200},
+		{"application/json; charset=utf-8", 200},
+		{"Application/JSON", 200},
+		{"application/vnd.api+json", 200},
+		{"", 200},
+		{"text/plain", 415},
+		{"application/x-www-form-urlencoded", 415},
+		{"multipart/form-data; boundary=x", 415},
+		{"application/jsonx", 415},
+		{"not a media type", 415},
+	}
+	for path, body := range routes {
+		for _, tc := range tests {
+			t.Run(path+"/"+tc.contentType, func(t *testing.T) {
+				req, err := http.NewRequest("POST", fs.URL+path, strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.contentType != "" {
+					req.Header.Set("Content-Type", tc.contentType)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var e wireError
+				json.NewDecoder(resp.Body).Decode(&e)
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d, want %d: %+v", resp.StatusCode, tc.status, e)
+				}
+				if tc.status == 415 && (deref(e.Error.Code) != codeMediaType || e.Error.Type != typeInvalidRequest) {
+					t.Errorf("error %+v", e)
+				}
+			})
+		}
 	}
 }
 
@@ -266,8 +324,63 @@ func TestTokenize(t *testing.T) {
 	}
 	req, _ := json.Marshal(map[string]any{"tokens": toks})
 	_, b = do(t, "POST", fs.URL+"/detokenize", string(req))
-	if c := decode[struct{ Content string }](t, b).Content; c != " Hé" {
-		t.Errorf("detokenize %q", c)
+	if d := decode[struct{ Content, Prompt string }](t, b); d.Content != " Hé" || d.Prompt != d.Content {
+		t.Errorf("detokenize %s", b)
+	}
+}
+
+// TestTokenizeVLLM sends /tokenize the fields vLLM's takes: a prompt (BOS
+// added unless add_special_tokens is false), or messages rendered by the
+// chat template and encoded as a chat completion's prompt is.
+func TestTokenizeVLLM(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	type resp struct {
+		Count       int
+		MaxModelLen int `json:"max_model_len"`
+		Tokens      []tokenizer.ID
+		TokenStrs   []string `json:"token_strs"`
+	}
+	hello := fs.tok.Encode("Hello", tokenizer.EncodeOptions{})
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	rendered, err := templateChatOf(t).RenderChat(msgs, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chatIDs := encodePrompt(fs.tok, rendered)
+	tests := []struct {
+		name, body string
+		want       []tokenizer.ID
+		strs       bool
+	}{
+		{"prompt adds BOS by default", `{"model":"fake-model","prompt":"Hello"}`, append([]tokenizer.ID{1}, hello...), false},
+		{"prompt without special tokens", `{"prompt":"Hello","add_special_tokens":false,"return_token_strs":true}`, hello, true},
+		{"messages as a chat completion feeds them", `{"messages":[{"role":"user","content":"hi"}]}`, chatIDs, false},
+		{"messages without special tokens", `{"messages":[{"role":"user","content":"hi"}],"add_special_tokens":false}`,
+			fs.tok.Encode(rendered, tokenizer.EncodeOptions{ParseSpecial: true}), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, b := do(t, "POST", fs.URL+"/tokenize", tc.body)
+			if r.StatusCode != 200 {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			got := decode[resp](t, b)
+			if !slices.Equal(got.Tokens, tc.want) || got.Count != len(tc.want) || got.MaxModelLen != fs.eng.MaxLen() {
+				t.Errorf("got %s, want tokens %v", b, tc.want)
+			}
+			if tc.strs != (got.TokenStrs != nil) {
+				t.Errorf("token_strs: %s", b)
+			}
+			for i, s := range got.TokenStrs {
+				if s != fs.tok.Vocab().Tokens[got.Tokens[i]] {
+					t.Errorf("token_strs[%d] = %q", i, s)
+				}
+			}
+		})
+	}
+	r, b := do(t, "POST", fs.URL+"/tokenize", `{"messages":[{"role":"user","content":"hi"}],"continue_final_message":true}`)
+	if e := decode[wireError](t, b); r.StatusCode != 400 || deref(e.Error.Param) != "continue_final_message" {
+		t.Errorf("continue_final_message: %d %s", r.StatusCode, b)
 	}
 }
 

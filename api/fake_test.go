@@ -232,6 +232,16 @@ const chatMLRaising = `{%- for message in messages %}{%- if message['content'] =
 	`{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{%- endfor %}` +
 	`{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}`
 
+// templateChatOf is the fake server's template: chatMLRaising.
+func templateChatOf(tb testing.TB) templateChat {
+	tb.Helper()
+	tmpl, err := chat.Parse(chatMLRaising)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return templateChat{tmpl}
+}
+
 // fakeServer is an API server over the fake engine.
 type fakeServer struct {
 	*httptest.Server
@@ -247,15 +257,11 @@ func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServe
 	if setup != nil {
 		setup(eng)
 	}
-	tmpl, err := chat.Parse(chatMLRaising)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	if o.Version == "" {
 		o.Version = "test-version"
 	}
 	s := New(o)
-	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: templateChat{tmpl}, Engine: eng}); err != nil {
+	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: templateChatOf(tb), Engine: eng}); err != nil {
 		tb.Fatal(err)
 	}
 	hs := httptest.NewServer(s)

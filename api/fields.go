@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -23,10 +24,14 @@ type fields struct {
 	prefix string
 }
 
-// readObject reads the request body, which must be one JSON object. The
-// body has already been limited by the middleware; hitting the limit is a
-// 413.
+// readObject reads the request body, which must be one JSON object. A body
+// declared as anything but JSON is refused with 415 before it is read: a
+// form or plain text is not parsed as if it were JSON. The body has already
+// been limited by the middleware; hitting the limit is a 413.
 func readObject(r *http.Request) (*fields, *apiError) {
+	if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
+		return nil, err
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -37,6 +42,21 @@ func readObject(r *http.Request) (*fields, *apiError) {
 		return nil, invalid("", codeInvalidJSON, "reading the request body: %v", err)
 	}
 	return parseObject(body, "")
+}
+
+// jsonContentType accepts a JSON media type (application/json, or any
+// application/*+json) with any parameters, and no Content-Type at all, which
+// many clients leave out; anything else is a 415.
+func jsonContentType(ct string) *apiError {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+		return nil
+	}
+	return &apiError{Status: http.StatusUnsupportedMediaType, Type: typeInvalidRequest, Code: codeMediaType,
+		Message: "the request body must be JSON (Content-Type: application/json), not " + quote(ct)}
 }
 
 // parseObject decodes one JSON object from b.

@@ -17,11 +17,31 @@ type pieceToken struct {
 	Piece any          `json:"piece"` // a string, or the byte values when not valid UTF-8
 }
 
-// tokenize serves llama-server's POST /tokenize: {"content", "add_special"
-// (false), "parse_special" (true), "with_pieces" (false)} → {"tokens"}.
-// content may also be a list mixing strings and token ids. "model" picks
-// whose tokenizer (the default model's when absent; an adapter's is its
-// model's).
+// vllmTokenized is vLLM's tokenize response.
+type vllmTokenized struct {
+	Count       int            `json:"count"`
+	MaxModelLen int            `json:"max_model_len"`
+	Tokens      []tokenizer.ID `json:"tokens"`
+	// TokenStrs are the vocabulary's token texts (HF's
+	// convert_ids_to_tokens), when return_token_strs asks for them.
+	TokenStrs []string `json:"token_strs"`
+}
+
+// tokenize serves POST /tokenize in the two shapes clients send. "model"
+// picks whose tokenizer (the default model's when absent; an adapter's is
+// its model's).
+//
+// llama-server's: {"content", "add_special" (false), "parse_special"
+// (true), "with_pieces" (false)} → {"tokens"}; content may also be a list
+// mixing strings and token ids.
+//
+// vLLM's: {"prompt", "add_special_tokens" (true)} or {"messages",
+// "add_generation_prompt" (true), "add_special_tokens", "tools"}, both with
+// "return_token_strs" (false) → {"count", "max_model_len", "tokens",
+// "token_strs"}. Messages are rendered with the model's chat template and,
+// unless add_special_tokens says otherwise, encoded exactly as a chat
+// completion would feed them to the model, so the count is what the
+// request would cost.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
@@ -32,6 +52,9 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m := t.model
+	if !f.has("content") && (f.has("prompt") || f.has("messages")) {
+		return s.tokenizeVLLM(w, f, m)
+	}
 	addSpecial, _, err := f.boolean("add_special")
 	if err != nil {
 		return err
@@ -70,13 +93,83 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// tokenizeVLLM answers vLLM's shape of /tokenize: a prompt, or messages.
+func (s *Server) tokenizeVLLM(w http.ResponseWriter, f *fields, m *Model) error {
+	addSpecial, hasAddSpecial, err := f.boolean("add_special_tokens")
+	if err != nil {
+		return err
+	}
+	withStrs, _, err := f.boolean("return_token_strs")
+	if err != nil {
+		return err
+	}
+	var ids []tokenizer.ID
+	if text, ok, err := f.str("prompt"); err != nil {
+		return err
+	} else if ok {
+		if !hasAddSpecial {
+			addSpecial = true
+		}
+		ids = m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true})
+	} else {
+		if m.Chat == nil {
+			return unsupported("messages", "the model %s has no chat template; tokenize a prompt instead", quote(m.ID))
+		}
+		messages, err := parseMessages(f)
+		if err != nil {
+			return err
+		}
+		addGen, ok, err := f.boolean("add_generation_prompt")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			addGen = true
+		}
+		tools, err := parseToolList(f)
+		if err != nil {
+			return err
+		}
+		for _, name := range []string{"continue_final_message", "chat_template", "chat_template_kwargs", "mm_processor_kwargs"} {
+			if v, ok := f.raw(name); ok && string(v) != "false" {
+				return unsupported(name, "%s is not supported by this server's /tokenize", name)
+			}
+		}
+		text, err := renderChat(m, messages, tools.templateTools(), addGen)
+		if err != nil {
+			return err
+		}
+		if hasAddSpecial {
+			ids = m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true})
+		} else {
+			ids = encodePrompt(m.Tokenizer, text)
+		}
+	}
+	if err := f.unknown(); err != nil {
+		return err
+	}
+	if ids == nil {
+		ids = []tokenizer.ID{}
+	}
+	out := vllmTokenized{Count: len(ids), MaxModelLen: m.Engine.MaxLen(), Tokens: ids}
+	if withStrs {
+		toks := m.Tokenizer.Vocab().Tokens
+		out.TokenStrs = make([]string, len(ids))
+		for i, id := range ids {
+			out.TokenStrs[i] = toks[id]
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // tokenizeContent encodes content: a string, or a list of strings and ids
 // (strings encoded without special tokens after the first, as llama-server
 // does for mixed prompts).
 func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOptions) ([]tokenizer.ID, *apiError) {
 	v, ok := f.raw("content")
 	if !ok {
-		return nil, invalid("content", codeMissing, "content is required")
+		return nil, invalid("content", codeMissing, "content (llama-server's field), prompt or messages (vLLM's) is required")
 	}
 	var text string
 	if json.Unmarshal(v, &text) == nil {
@@ -109,9 +202,9 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 	return ids, nil
 }
 
-// detokenize serves llama-server's POST /detokenize: {"tokens"} →
-// {"content"}, each token's piece with special tokens written out; "model"
-// as for tokenize.
+// detokenize serves POST /detokenize: {"tokens"} → the text of the tokens,
+// each token's piece with special tokens written out, as "content"
+// (llama-server's name) and as "prompt" (vLLM's); "model" as for tokenize.
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 	f, err := readObject(r)
 	if err != nil {
@@ -144,6 +237,6 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 			b = append(b, m.Tokenizer.Piece(tokenizer.ID(id))...)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": string(b)})
+	writeJSON(w, http.StatusOK, map[string]string{"content": string(b), "prompt": string(b)})
 	return nil
 }
