@@ -152,9 +152,12 @@ func (t *Tokenizer) Vocab() *Vocab { return t.vocab }
 func (t *Tokenizer) IsEOG(id ID) bool { return t.eog[id] }
 
 // eogTexts are the token texts llama.cpp treats as end of generation.
+// "</s>" is not one of them, as in llama.cpp b4748, our reference: later
+// versions added it (for PaddleOCR), which turns Phi-3's user-defined </s>,
+// already its EOS, into a control token that plain text no longer matches.
 var eogTexts = []string{
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-	"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+	"<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
 	"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
 	"<｜end▁of▁sentence｜>", "[e~[",
 }
@@ -242,13 +245,6 @@ func (t *Tokenizer) initAttrs() {
 	if hasEnd && ((hasReturn && (hasCall || hasCalls)) || ((hasCall || hasCalls) && hasFlush)) {
 		delete(t.eog, endID)
 		t.attrs[endID] = attrUserDefined
-	}
-	// Gemma 4 has </s> as an ordinary token.
-	if sID, ok := eogText("</s>"); ok {
-		if _, ok := eogText("<|tool_response>"); ok {
-			delete(t.eog, sID)
-			t.attrs[sID] = attrNormal
-		}
 	}
 }
 

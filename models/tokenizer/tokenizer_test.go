@@ -81,7 +81,8 @@ func TestSpecialTokenSplitting(t *testing.T) {
 
 // TestPhi3Specials uses the real Phi-3 vocabulary: its chat tokens are
 // control tokens, and llama.cpp strips the whitespace after them for models
-// named Phi-3.
+// named Phi-3. Its </s> is a user-defined token, which llama.cpp matches in
+// plain text too, and which does not end generation.
 func TestPhi3Specials(t *testing.T) {
 	tok := openTokenizer(t, "vocab", "ggml-vocab-phi-3.gguf")
 	text := "<|user|>\nHello<|end|>\n<|assistant|>"
@@ -98,7 +99,10 @@ func TestPhi3Specials(t *testing.T) {
 	if got := tok.Decode(plain); got != text {
 		t.Errorf("Decode(plain) = %q", got)
 	}
-	for id, want := range map[ID]bool{32000: true, 32007: true, 2: true, 32001: false, 32010: false, 15043: false} {
+	if got := tok.Encode("a</s>b", EncodeOptions{}); !slices.Contains(got, 2) {
+		t.Errorf("without ParseSpecial the user-defined </s> is not matched: %v", got)
+	}
+	for id, want := range map[ID]bool{32000: true, 32007: true, 2: false, 32001: false, 32010: false, 15043: false} {
 		if tok.IsEOG(id) != want {
 			t.Errorf("IsEOG(%d) = %v, want %v", id, !want, want)
 		}

@@ -323,7 +323,10 @@ var (
 	fimPreTexts = []string{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}
 	fimSufTexts = []string{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}
 	fimMidTexts = []string{"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"}
-	fimPadTexts = []string{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}
+	// Not "<fim_pad>" and "[PAD]", which later llama.cpp versions added:
+	// b4748, our reference, leaves StarCoder's <fim_pad> and BERT's [PAD]
+	// as they are, and they do not end generation.
+	fimPadTexts = []string{"<|fim_pad|>", "<fim-pad>", "<PAD>"}
 	fimRepTexts = []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}
 	fimSepTexts = []string{"<|file_sep|>"}
 )
