@@ -1,0 +1,188 @@
+package grammar
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// node is one frame of a parse stack: the position in Grammar.elems still
+// to match, and the frame below it (-1: none). Nodes are interned, so that
+// equal stacks have equal ids.
+type node struct {
+	pos, parent int32
+	// min is the fewest bytes that finish this stack.
+	min int32
+}
+
+// state is a set of parse stacks, each with a byte element on top: the
+// ways the input so far can continue. States are interned, so that the
+// transitions between them, computed once, form a deterministic automaton
+// built as it is explored.
+type state struct {
+	stacks []int32 // node ids, sorted
+	accept bool    // the input so far is a whole match
+	min    int32   // fewest bytes to a whole match
+	// next[b] is 0 while unknown, 1 when no stack takes b, else 2 plus the
+	// state after b; allocated at the first transition.
+	next *[256]int32
+}
+
+// dead is the state of an input that no continuation can make a match.
+const dead = -1
+
+// automaton runs one Grammar: it is the lazily built deterministic
+// automaton over its states. It is not safe for concurrent use.
+type automaton struct {
+	g        *Grammar
+	nodes    []node
+	nodeIdx  map[uint64]int32
+	states   []state
+	stateIdx map[string]int32
+
+	// Scratch of computeStep.
+	seen map[uint64]struct{}
+	out  []int32
+	key  []byte
+}
+
+func newAutomaton(g *Grammar) *automaton {
+	return &automaton{
+		g:        g,
+		nodeIdx:  map[uint64]int32{},
+		stateIdx: map[string]int32{},
+		seen:     map[uint64]struct{}{},
+	}
+}
+
+// start is the state before any input.
+func (a *automaton) start() int32 {
+	clear(a.seen)
+	out, accept := a.out[:0], false
+	for _, p := range a.g.rules[a.g.root] {
+		out, accept = a.expand(p, -1, out, accept)
+	}
+	a.out = out
+	return a.intern(out, accept)
+}
+
+// step is the state after byte b in state s, or dead.
+func (a *automaton) step(s int32, b byte) int32 {
+	if nx := a.states[s].next; nx != nil {
+		if v := nx[b]; v != 0 {
+			return v - 2
+		}
+	} else {
+		a.states[s].next = new([256]int32)
+	}
+	t := a.computeStep(s, b)
+	a.states[s].next[b] = t + 2
+	return t
+}
+
+func (a *automaton) computeStep(s int32, b byte) int32 {
+	clear(a.seen)
+	out, accept := a.out[:0], false
+	g := a.g
+	for _, id := range a.states[s].stacks {
+		n := a.nodes[id]
+		if g.sets[g.elems[n.pos].arg].Has(b) {
+			out, accept = a.expand(n.pos+1, n.parent, out, accept)
+		}
+	}
+	a.out = out
+	if len(out) == 0 && !accept {
+		return dead
+	}
+	return a.intern(out, accept)
+}
+
+// expand adds to out the stacks that continue at pos with parent below,
+// each with a byte element on top, and reports whether one of them has
+// nothing left to match. A rule reference that ends its alternative does
+// not push a frame (the rule returns straight to the parent), so that
+// right recursion keeps stacks flat; seen cuts the cycles that rules
+// matching the empty string make.
+func (a *automaton) expand(pos, parent int32, out []int32, accept bool) ([]int32, bool) {
+	key := uint64(uint32(pos))<<32 | uint64(uint32(parent))
+	if _, ok := a.seen[key]; ok {
+		return out, accept
+	}
+	a.seen[key] = struct{}{}
+	g := a.g
+	switch el := g.elems[pos]; el.kind {
+	case elemByte:
+		return append(out, a.node(pos, parent)), accept
+	case elemEnd:
+		if parent < 0 {
+			return out, true
+		}
+		p := a.nodes[parent]
+		return a.expand(p.pos, p.parent, out, accept)
+	default:
+		cont := parent
+		if g.elems[pos+1].kind != elemEnd {
+			cont = a.node(pos+1, parent)
+		}
+		for _, start := range g.rules[el.arg] {
+			out, accept = a.expand(start, cont, out, accept)
+		}
+		return out, accept
+	}
+}
+
+func (a *automaton) node(pos, parent int32) int32 {
+	key := uint64(uint32(pos))<<32 | uint64(uint32(parent))
+	if id, ok := a.nodeIdx[key]; ok {
+		return id
+	}
+	m := int64(a.g.minRest[pos])
+	if parent >= 0 {
+		m += int64(a.nodes[parent].min)
+	}
+	id := int32(len(a.nodes))
+	a.nodes = append(a.nodes, node{pos: pos, parent: parent, min: int32(min(m, unreachable))})
+	a.nodeIdx[key] = id
+	return id
+}
+
+// intern returns the state of the stacks (sorted and deduplicated here;
+// the slice is scratch) and accept.
+func (a *automaton) intern(stacks []int32, accept bool) int32 {
+	slices.Sort(stacks)
+	stacks = slices.Compact(stacks)
+	a.key = a.key[:0]
+	for _, id := range stacks {
+		a.key = binary.LittleEndian.AppendUint32(a.key, uint32(id))
+	}
+	if accept {
+		a.key = append(a.key, 1)
+	}
+	if id, ok := a.stateIdx[string(a.key)]; ok {
+		return id
+	}
+	st := state{stacks: slices.Clone(stacks), accept: accept}
+	if !accept {
+		st.min = unreachable
+		for _, id := range stacks {
+			st.min = min(st.min, a.nodes[id].min)
+		}
+	}
+	id := int32(len(a.states))
+	a.states = append(a.states, st)
+	a.stateIdx[string(a.key)] = id
+	return id
+}
+
+// restart forgets every state but s, which it returns under its new id:
+// the automaton's memory stays bounded however long the input.
+func (a *automaton) restart(s int32) int32 {
+	st := a.states[s]
+	clear(a.stateIdx)
+	a.states = a.states[:0]
+	return a.intern(st.stacks, st.accept)
+}
+
+// complete reports whether s is a whole match that nothing may extend.
+func (a *automaton) complete(s int32) bool {
+	return s >= 0 && a.states[s].accept && len(a.states[s].stacks) == 0
+}

@@ -1,0 +1,389 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrGrammar is wrapped by every error of Compile.
+var ErrGrammar = errors.New("grammar")
+
+// Limits of a compiled grammar, so that a request cannot make the server
+// build a huge one.
+const (
+	// MaxElements bounds the elements (bytes, rule references) of a grammar.
+	MaxElements = 1 << 20
+	// MaxRepeat bounds the count of a bounded repetition.
+	MaxRepeat = 1 << 16
+)
+
+// Rules names expressions that Ref refers to.
+type Rules map[string]*Expr
+
+type elemKind uint8
+
+const (
+	elemEnd  elemKind = iota // the end of an alternative
+	elemByte                 // one byte of sets[arg]
+	elemRule                 // the rule arg
+)
+
+type element struct {
+	kind elemKind
+	arg  int32
+}
+
+// Grammar is a compiled grammar: rules of alternatives, each a sequence of
+// elements (a byte set or a rule) ending with an end element, all in one
+// array so that a position in it says where a match is. It is immutable
+// and safe for concurrent use; Matchers run it.
+type Grammar struct {
+	elems []element
+	sets  []ByteSet
+	rules [][]int32 // rule → the positions where its alternatives start
+	root  int32
+	// minRest[p] is the fewest bytes that finish the alternative of p from
+	// p on; ruleMin[r] the fewest that match rule r.
+	minRest []int32
+	ruleMin []int32
+}
+
+// Compile compiles root, whose references name rules. It fails when a
+// referenced rule is missing, a rule can reach itself before matching a
+// byte, some rule can match no string at all (so that a match could never
+// end), or the grammar is too large.
+func Compile(root *Expr, rules Rules) (*Grammar, error) {
+	c := &compiler{
+		g:      &Grammar{},
+		rules:  rules,
+		named:  map[string]int32{},
+		setIdx: map[ByteSet]int32{},
+	}
+	c.g.root = c.newRule()
+	if err := c.defineRule(c.g.root, root); err != nil {
+		return nil, err
+	}
+	for len(c.pending) > 0 {
+		name := c.pending[0]
+		c.pending = c.pending[1:]
+		if err := c.defineRule(c.named[name], rules[name]); err != nil {
+			return nil, err
+		}
+	}
+	g := c.g
+	if err := g.computeMinLengths(); err != nil {
+		return nil, err
+	}
+	if err := g.checkLeftRecursion(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+type compiler struct {
+	g       *Grammar
+	rules   Rules
+	named   map[string]int32
+	pending []string
+	setIdx  map[ByteSet]int32
+}
+
+func (c *compiler) newRule() int32 {
+	c.g.rules = append(c.g.rules, nil)
+	return int32(len(c.g.rules) - 1)
+}
+
+// defineRule gives rule r the alternatives of e.
+func (c *compiler) defineRule(r int32, e *Expr) error {
+	alts := []*Expr{e}
+	if e.op == opAlt {
+		alts = e.subs
+	}
+	for _, a := range alts {
+		body, err := c.emit(nil, a)
+		if err != nil {
+			return err
+		}
+		if err := c.appendAlt(r, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *compiler) appendAlt(r int32, body []element) error {
+	if len(c.g.elems)+len(body)+1 > MaxElements {
+		return fmt.Errorf("%w: more than %d elements", ErrGrammar, MaxElements)
+	}
+	c.g.rules[r] = append(c.g.rules[r], int32(len(c.g.elems)))
+	c.g.elems = append(c.g.elems, body...)
+	c.g.elems = append(c.g.elems, element{kind: elemEnd})
+	return nil
+}
+
+func (c *compiler) set(s ByteSet) element {
+	i, ok := c.setIdx[s]
+	if !ok {
+		i = int32(len(c.g.sets))
+		c.g.sets = append(c.g.sets, s)
+		c.setIdx[s] = i
+	}
+	return element{kind: elemByte, arg: i}
+}
+
+// ruleOf makes e a rule of its own and returns the element referring to it.
+func (c *compiler) ruleOf(e *Expr) (element, error) {
+	if e.op == opRef {
+		return c.ref(e.name)
+	}
+	r := c.newRule()
+	if err := c.defineRule(r, e); err != nil {
+		return element{}, err
+	}
+	return element{kind: elemRule, arg: r}, nil
+}
+
+func (c *compiler) ref(name string) (element, error) {
+	r, ok := c.named[name]
+	if !ok {
+		if _, defined := c.rules[name]; !defined {
+			return element{}, fmt.Errorf("%w: rule %q is not defined", ErrGrammar, name)
+		}
+		r = c.newRule()
+		c.named[name] = r
+		c.pending = append(c.pending, name)
+	}
+	return element{kind: elemRule, arg: r}, nil
+}
+
+// emit appends the elements of e to body.
+func (c *compiler) emit(body []element, e *Expr) ([]element, error) {
+	if len(body) > MaxElements {
+		return nil, fmt.Errorf("%w: more than %d elements", ErrGrammar, MaxElements)
+	}
+	switch e.op {
+	case opSeq:
+		var err error
+		for _, s := range e.subs {
+			if body, err = c.emit(body, s); err != nil {
+				return nil, err
+			}
+		}
+		return body, nil
+	case opLit:
+		for i := 0; i < len(e.lit); i++ {
+			body = append(body, c.set(Range(e.lit[i], e.lit[i])))
+		}
+		return body, nil
+	case opByte:
+		return append(body, c.set(e.set)), nil
+	case opAlt, opRef:
+		el, err := c.ruleOf(e)
+		if err != nil {
+			return nil, err
+		}
+		return append(body, el), nil
+	case opRepeat:
+		return c.emitRepeat(body, e)
+	}
+	return nil, fmt.Errorf("%w: unknown expression", ErrGrammar)
+}
+
+// emitRepeat writes e{min,max} as min copies of e followed by a chain of
+// optional copies (bounded) or a right-recursive rule (unbounded).
+func (c *compiler) emitRepeat(body []element, e *Expr) ([]element, error) {
+	if e.min > MaxRepeat || e.max > MaxRepeat {
+		return nil, fmt.Errorf("%w: a repetition of more than %d", ErrGrammar, MaxRepeat)
+	}
+	sub := e.subs[0]
+	var one element
+	if sub.op == opByte || (sub.op == opLit && len(sub.lit) == 1) {
+		b, _ := c.emit(nil, sub)
+		one = b[0]
+	} else {
+		var err error
+		if one, err = c.ruleOf(sub); err != nil {
+			return nil, err
+		}
+	}
+	for range e.min {
+		body = append(body, one)
+	}
+	if e.max < 0 {
+		// star ::= one star | ""
+		star := c.newRule()
+		if err := c.appendAlt(star, []element{one, {kind: elemRule, arg: star}}); err != nil {
+			return nil, err
+		}
+		if err := c.appendAlt(star, nil); err != nil {
+			return nil, err
+		}
+		return append(body, element{kind: elemRule, arg: star}), nil
+	}
+	// opt_k ::= one opt_{k-1} | "", opt_1 ::= one | ""
+	var prev element
+	for k := 1; k <= e.max-e.min; k++ {
+		r := c.newRule()
+		alt := []element{one}
+		if k > 1 {
+			alt = append(alt, prev)
+		}
+		if err := c.appendAlt(r, alt); err != nil {
+			return nil, err
+		}
+		if err := c.appendAlt(r, nil); err != nil {
+			return nil, err
+		}
+		prev = element{kind: elemRule, arg: r}
+	}
+	if e.max > e.min {
+		body = append(body, prev)
+	}
+	return body, nil
+}
+
+const unreachable = math.MaxInt32
+
+// computeMinLengths fills minRest and ruleMin by iterating to a fixed
+// point, and fails if a rule matches no finite string.
+func (g *Grammar) computeMinLengths() error {
+	g.ruleMin = make([]int32, len(g.rules))
+	for i := range g.ruleMin {
+		g.ruleMin[i] = unreachable
+	}
+	g.minRest = make([]int32, len(g.elems))
+	for changed := true; changed; {
+		changed = false
+		for r, alts := range g.rules {
+			best := int64(unreachable)
+			for _, start := range alts {
+				best = min(best, g.restFrom(start))
+			}
+			if int32(best) < g.ruleMin[r] {
+				g.ruleMin[r] = int32(best)
+				changed = true
+			}
+		}
+	}
+	for r, m := range g.ruleMin {
+		if m == unreachable {
+			return fmt.Errorf("%w: rule %d matches no string", ErrGrammar, r)
+		}
+	}
+	// minRest from the back of each alternative.
+	var next int64
+	for p := len(g.elems) - 1; p >= 0; p-- {
+		switch el := g.elems[p]; el.kind {
+		case elemEnd:
+			next = 0
+		case elemByte:
+			next++
+		case elemRule:
+			next += int64(g.ruleMin[el.arg])
+		}
+		g.minRest[p] = int32(min(next, unreachable-1))
+	}
+	return nil
+}
+
+// restFrom is the fewest bytes from start to the end of its alternative
+// with the current ruleMin.
+func (g *Grammar) restFrom(start int32) int64 {
+	var n int64
+	for p := start; ; p++ {
+		switch el := g.elems[p]; el.kind {
+		case elemEnd:
+			return min(n, unreachable)
+		case elemByte:
+			n++
+		case elemRule:
+			m := g.ruleMin[el.arg]
+			if m == unreachable {
+				return unreachable
+			}
+			n += int64(m)
+		}
+	}
+}
+
+// checkLeftRecursion fails if a rule can reach itself before matching a
+// byte in a way that would make parse stacks grow without end: through
+// rules that start an alternative or follow rules matching the empty
+// string, where one of the references on the cycle is not the last element
+// of its alternative. (A cycle of references that all end their
+// alternative, as a repetition of something that can match the empty
+// string makes, only revisits a stack the automaton has already seen.)
+func (g *Grammar) checkLeftRecursion() error {
+	type edge struct {
+		to   int32
+		tail bool
+	}
+	first := make([][]edge, len(g.rules))
+	for r, alts := range g.rules {
+		for _, start := range alts {
+			for p := start; g.elems[p].kind == elemRule; p++ {
+				q := g.elems[p].arg
+				first[r] = append(first[r], edge{q, g.elems[p+1].kind == elemEnd})
+				if g.ruleMin[q] > 0 {
+					break
+				}
+			}
+		}
+	}
+	// Tarjan's strongly connected components: a non-tail edge inside one
+	// closes a harmful cycle.
+	n := len(g.rules)
+	index := make([]int32, n)
+	low := make([]int32, n)
+	comp := make([]int32, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i], comp[i] = -1, -1
+	}
+	var stack []int32
+	var next, comps int32
+	var visit func(r int32)
+	visit = func(r int32) {
+		index[r], low[r] = next, next
+		next++
+		stack = append(stack, r)
+		onStack[r] = true
+		for _, e := range first[r] {
+			if index[e.to] < 0 {
+				visit(e.to)
+				low[r] = min(low[r], low[e.to])
+			} else if onStack[e.to] {
+				low[r] = min(low[r], index[e.to])
+			}
+		}
+		if low[r] == index[r] {
+			for {
+				q := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[q] = false
+				comp[q] = comps
+				if q == r {
+					break
+				}
+			}
+			comps++
+		}
+	}
+	for r := range int32(n) {
+		if index[r] < 0 {
+			visit(r)
+		}
+	}
+	for r, es := range first {
+		for _, e := range es {
+			if !e.tail && comp[e.to] == comp[r] {
+				return fmt.Errorf("%w: a rule can reach itself before matching a byte (left recursion)", ErrGrammar)
+			}
+		}
+	}
+	return nil
+}
+
+// MinLength is the fewest bytes of a string the grammar matches.
+func (g *Grammar) MinLength() int { return int(g.ruleMin[g.root]) }

@@ -1,0 +1,1021 @@
+package grammar
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// SchemaError says why a JSON schema cannot be compiled: it uses a feature
+// this compiler does not support, it is not a valid schema, or no value
+// satisfies it. Path is the JSON pointer of the schema at fault ("" for
+// the root).
+type SchemaError struct {
+	Path string
+	Msg  string
+}
+
+func (e *SchemaError) Error() string {
+	if e.Path == "" {
+		return "schema: " + e.Msg
+	}
+	return "schema at " + e.Path + ": " + e.Msg
+}
+
+func schemaErr(path, format string, a ...any) error {
+	return &SchemaError{Path: path, Msg: fmt.Sprintf(format, a...)}
+}
+
+// Builder collects the rules of a grammar made of JSON schemas (each with
+// rules of its own, so one grammar can hold several, as tool calls need)
+// and other expressions, then compiles it. The zero value is not usable;
+// call NewBuilder.
+type Builder struct {
+	rules   Rules
+	schemas int
+}
+
+// NewBuilder returns a Builder holding the shared JSON rules.
+func NewBuilder() *Builder { return &Builder{rules: jsonRules()} }
+
+// JSONValue matches any JSON value.
+func (b *Builder) JSONValue() *Expr { return Ref(ruleValue) }
+
+// JSONObject matches any JSON object.
+func (b *Builder) JSONObject() *Expr { return Ref(ruleObject) }
+
+// JSONString matches any JSON string.
+func (b *Builder) JSONString() *Expr { return Ref(ruleString) }
+
+// WS matches the whitespace allowed between JSON tokens.
+func (b *Builder) WS() *Expr { return Ref(ruleWS) }
+
+// Compile compiles root with the rules collected so far. A failure is a
+// *SchemaError: the schemas' rules cannot make a grammar (a $ref cycle
+// that matches nothing, for one).
+func (b *Builder) Compile(root *Expr) (*Grammar, error) {
+	g, err := Compile(root, b.rules)
+	if err != nil {
+		return nil, schemaErr("", "%v", err)
+	}
+	return g, nil
+}
+
+// JSONSchema compiles a JSON schema to the expression of the JSON texts of
+// values valid under it: of all of them where the schema allows, and of a
+// subset of them where generating exactly the valid ones would take more
+// than a grammar (a pattern is matched whole rather than found inside the
+// string, objects get no properties beyond those named, numbers have at
+// most 16 digits before and after the point and no exponent when bounded,
+// formats are written in their simplest valid form). Properties come in the order of
+// "properties", the required ones always. Supported: type (one or a list),
+// enum, const, properties, required, additionalProperties, items,
+// prefixItems (and draft 7's items list with additionalItems), minItems,
+// maxItems, minLength, maxLength, pattern, format (date, time, date-time,
+// uuid, email, ipv4, hostname), minimum, maximum, exclusiveMinimum,
+// exclusiveMaximum, anyOf, oneOf (with branches no value can match twice),
+// allOf (of object schemas), $ref to the same document ($defs,
+// definitions, any JSON pointer, recursion included), and the
+// annotations. Anything else that constrains values is a *SchemaError, as
+// is a schema no value satisfies.
+func (b *Builder) JSONSchema(schema []byte) (*Expr, error) {
+	doc, err := decodeOrdered(schema)
+	if err != nil {
+		return nil, schemaErr("", "not valid JSON: %v", err)
+	}
+	b.schemas++
+	c := &schemaCompiler{b: b, doc: doc, prefix: "s" + strconv.Itoa(b.schemas) + "-", refs: map[string]string{}}
+	return c.schema(doc, "")
+}
+
+// JSONSchema compiles schema (see Builder.JSONSchema) into a grammar.
+func JSONSchema(schema []byte) (*Grammar, error) {
+	b := NewBuilder()
+	e, err := b.JSONSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	return b.Compile(e)
+}
+
+// JSONObject is the grammar of any JSON object, for response_format
+// json_object.
+func JSONObject() *Grammar {
+	b := NewBuilder()
+	g, err := b.Compile(b.JSONObject())
+	if err != nil {
+		panic(err) // the shared rules always compile
+	}
+	return g
+}
+
+type schemaCompiler struct {
+	b      *Builder
+	doc    any
+	prefix string
+	refs   map[string]string // JSON pointer → rule name
+	n      int
+}
+
+func (c *schemaCompiler) newRule(e *Expr) *Expr {
+	c.n++
+	name := c.prefix + strconv.Itoa(c.n)
+	c.b.rules[name] = e
+	return Ref(name)
+}
+
+// Keywords by what the compiler does with them.
+var (
+	// annotationKeywords change no value's validity.
+	annotationKeywords = []string{"$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "title",
+		"description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
+		"contentEncoding", "contentMediaType", "contentSchema", "discriminator", "externalDocs", "xml", "strict"}
+	unsupportedKeywords = []string{"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+		"dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+		"contains", "minContains", "maxContains", "multipleOf", "minProperties", "maxProperties",
+		"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"}
+	// typeKeywords imply a type when "type" is absent.
+	typeKeywords = map[string]string{
+		"properties": "object", "required": "object", "additionalProperties": "object",
+		"items": "array", "prefixItems": "array", "additionalItems": "array", "minItems": "array", "maxItems": "array",
+		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
+		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
+	}
+)
+
+// constraining reports the keywords of o that constrain values, other
+// than those listed in except.
+func constraining(o *object, except ...string) []string {
+	var out []string
+	for _, k := range o.keys {
+		if !slices.Contains(annotationKeywords, k) && !slices.Contains(except, k) && !strings.HasPrefix(k, "x-") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (c *schemaCompiler) schema(s any, path string) (*Expr, error) {
+	switch v := s.(type) {
+	case bool:
+		if v {
+			return c.b.JSONValue(), nil
+		}
+		return nil, schemaErr(path, "the schema false allows no value")
+	case *object:
+		return c.objectSchema(v, path)
+	}
+	return nil, schemaErr(path, "a schema must be an object or a boolean")
+}
+
+func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
+	for _, k := range o.keys {
+		if slices.Contains(unsupportedKeywords, k) {
+			return nil, schemaErr(path+"/"+k, "%s is not supported", k)
+		}
+	}
+	if u, ok := o.get("uniqueItems"); ok && u != false {
+		return nil, schemaErr(path+"/uniqueItems", "uniqueItems is not supported")
+	}
+	if r, ok := o.get("$ref"); ok {
+		if other := constraining(o, "$ref"); len(other) > 0 {
+			return nil, schemaErr(path, "$ref beside other constraints (%s) is not supported", strings.Join(other, ", "))
+		}
+		ref, ok := r.(string)
+		if !ok {
+			return nil, schemaErr(path+"/$ref", "$ref must be a string")
+		}
+		return c.ref(ref, path)
+	}
+	if v, ok := o.get("const"); ok {
+		return Lit(jsonLiteral(v)), nil
+	}
+	if v, ok := o.get("enum"); ok {
+		vals, ok := v.([]any)
+		if !ok || len(vals) == 0 {
+			return nil, schemaErr(path+"/enum", "enum must be a non-empty array")
+		}
+		alts := make([]*Expr, len(vals))
+		for i, x := range vals {
+			alts[i] = Lit(jsonLiteral(x))
+		}
+		return Alt(alts...), nil
+	}
+	if v, ok := o.get("allOf"); ok {
+		merged, err := c.mergeAllOf(o, v, path)
+		if err != nil {
+			return nil, err
+		}
+		return c.objectSchema(merged, path)
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		v, ok := o.get(kw)
+		if !ok {
+			continue
+		}
+		if other := constraining(o, kw, "type"); len(other) > 0 {
+			return nil, schemaErr(path, "%s beside other constraints (%s) is not supported", kw, strings.Join(other, ", "))
+		}
+		branches, ok := v.([]any)
+		if !ok || len(branches) == 0 {
+			return nil, schemaErr(path+"/"+kw, "%s must be a non-empty array", kw)
+		}
+		if kw == "oneOf" {
+			if err := c.checkExclusive(branches, path+"/oneOf"); err != nil {
+				return nil, err
+			}
+		}
+		alts := make([]*Expr, len(branches))
+		for i, br := range branches {
+			e, err := c.schema(br, path+"/"+kw+"/"+strconv.Itoa(i))
+			if err != nil {
+				return nil, err
+			}
+			alts[i] = e
+		}
+		return Alt(alts...), nil
+	}
+	types, err := typesOf(o, path)
+	if err != nil {
+		return nil, err
+	}
+	if len(types) == 0 {
+		return c.b.JSONValue(), nil
+	}
+	alts := make([]*Expr, 0, len(types))
+	for _, t := range types {
+		e, err := c.typed(o, t, path)
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, e)
+	}
+	return Alt(alts...), nil
+}
+
+// typesOf reads "type" (a name or a list), or infers it from the keywords
+// that only apply to one type. None means any value.
+func typesOf(o *object, path string) ([]string, error) {
+	var types []string
+	switch t := o.vals["type"].(type) {
+	case nil:
+		if _, ok := o.get("type"); ok {
+			return nil, schemaErr(path+"/type", "type must be a string or an array of strings")
+		}
+		for _, k := range o.keys {
+			if t, ok := typeKeywords[k]; ok && !slices.Contains(types, t) {
+				types = append(types, t)
+			}
+		}
+	case string:
+		types = []string{t}
+	case []any:
+		for _, x := range t {
+			s, ok := x.(string)
+			if !ok {
+				return nil, schemaErr(path+"/type", "type must be a string or an array of strings")
+			}
+			if !slices.Contains(types, s) {
+				types = append(types, s)
+			}
+		}
+		if len(types) == 0 {
+			return nil, schemaErr(path+"/type", "an empty list of types allows no value")
+		}
+	default:
+		return nil, schemaErr(path+"/type", "type must be a string or an array of strings")
+	}
+	// integer is a number: a list holding both needs only number.
+	if slices.Contains(types, "number") {
+		types = slices.DeleteFunc(types, func(s string) bool { return s == "integer" })
+	}
+	return types, nil
+}
+
+func (c *schemaCompiler) typed(o *object, t, path string) (*Expr, error) {
+	switch t {
+	case "null":
+		return Lit("null"), nil
+	case "boolean":
+		return Alt(Lit("true"), Lit("false")), nil
+	case "integer", "number":
+		return c.number(o, t == "integer", path)
+	case "string":
+		return c.str(o, path)
+	case "array":
+		return c.array(o, path)
+	case "object":
+		return c.object(o, path)
+	}
+	return nil, schemaErr(path+"/type", "unknown type %q", t)
+}
+
+func (c *schemaCompiler) number(o *object, integer bool, path string) (*Expr, error) {
+	var lo, hi bound
+	read := func(kw string, b *bound, tighter func(a, b float64) bool) error {
+		v, ok := o.get(kw)
+		if !ok {
+			return nil
+		}
+		x, ok := numberValue(v)
+		if !ok {
+			return schemaErr(path+"/"+kw, "%s must be a number", kw)
+		}
+		if !b.set || tighter(x, b.v) {
+			*b = bound{set: true, v: x}
+		}
+		return nil
+	}
+	above := func(a, b float64) bool { return a > b }
+	below := func(a, b float64) bool { return a < b }
+	if err := read("minimum", &lo, above); err != nil {
+		return nil, err
+	}
+	if err := read("maximum", &hi, below); err != nil {
+		return nil, err
+	}
+	for _, ex := range []struct {
+		kw     string
+		b      *bound
+		better func(a, b float64) bool
+	}{{"exclusiveMinimum", &lo, above}, {"exclusiveMaximum", &hi, below}} {
+		v, ok := o.get(ex.kw)
+		if !ok {
+			continue
+		}
+		if flag, isBool := v.(bool); isBool {
+			// Draft 4: a flag on minimum or maximum.
+			if ex.b.set {
+				ex.b.exclusive = flag
+			}
+			continue
+		}
+		x, ok := numberValue(v)
+		if !ok {
+			return nil, schemaErr(path+"/"+ex.kw, "%s must be a number", ex.kw)
+		}
+		if !ex.b.set || ex.better(x, ex.b.v) || x == ex.b.v {
+			*ex.b = bound{set: true, v: x, exclusive: true}
+		}
+	}
+	if !lo.set && !hi.set {
+		if integer {
+			return Ref(ruleInt), nil
+		}
+		return Ref(ruleNumber), nil
+	}
+	var e *Expr
+	if integer {
+		e = boundedInteger(lo, hi)
+	} else {
+		e = boundedNumber(lo, hi)
+	}
+	if e == nil {
+		return nil, schemaErr(path, "no %s lies within the bounds (or they exceed ±%g)", map[bool]string{true: "integer", false: "number"}[integer], float64(maxMagnitude))
+	}
+	return e, nil
+}
+
+// count reads a keyword holding a non-negative integer; -1 when absent.
+func count(o *object, kw, path string) (int, error) {
+	v, ok := o.get(kw)
+	if !ok {
+		return -1, nil
+	}
+	x, ok := numberValue(v)
+	if !ok || x < 0 || x != math.Trunc(x) {
+		return 0, schemaErr(path+"/"+kw, "%s must be a non-negative integer", kw)
+	}
+	return int(min(x, math.MaxInt32)), nil
+}
+
+func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
+	minLen, err := count(o, "minLength", path)
+	if err != nil {
+		return nil, err
+	}
+	maxLen, err := count(o, "maxLength", path)
+	if err != nil {
+		return nil, err
+	}
+	lengths := minLen >= 0 || maxLen >= 0
+	minLen = max(minLen, 0)
+	if p, ok := o.get("pattern"); ok {
+		ps, ok := p.(string)
+		if !ok {
+			return nil, schemaErr(path+"/pattern", "pattern must be a string")
+		}
+		if lengths {
+			return nil, schemaErr(path, "pattern together with minLength or maxLength is not supported")
+		}
+		if _, ok := o.get("format"); ok {
+			return nil, schemaErr(path, "pattern together with format is not supported")
+		}
+		e, err := patternExpr(ps)
+		if err != nil {
+			return nil, schemaErr(path+"/pattern", "%v", err)
+		}
+		return Seq(Lit(`"`), c.newRule(e), Lit(`"`)), nil
+	}
+	if f, ok := o.get("format"); ok {
+		fs, ok := f.(string)
+		if !ok {
+			return nil, schemaErr(path+"/format", "format must be a string")
+		}
+		e, ok := formats()[fs]
+		if !ok {
+			return nil, schemaErr(path+"/format", "format %q is not supported (date, time, date-time, uuid, email, ipv4 and hostname are)", fs)
+		}
+		if lengths {
+			return nil, schemaErr(path, "format together with minLength or maxLength is not supported")
+		}
+		return Seq(Lit(`"`), e, Lit(`"`)), nil
+	}
+	if maxLen >= 0 && minLen > maxLen {
+		return nil, schemaErr(path, "minLength %d exceeds maxLength %d", minLen, maxLen)
+	}
+	if minLen > MaxRepeat {
+		return nil, schemaErr(path+"/minLength", "minLength above %d is not supported", MaxRepeat)
+	}
+	if maxLen > MaxRepeat {
+		maxLen = MaxRepeat // shorter strings are valid too
+	}
+	if !lengths {
+		return Ref(ruleString), nil
+	}
+	return Seq(Lit(`"`), Repeat(Ref(ruleChar), minLen, maxLen), Lit(`"`)), nil
+}
+
+// formats are the string formats written, each in a simple valid form:
+// days up to the 28th, so that every date exists.
+func formats() map[string]*Expr {
+	d := Byte(Range('0', '9'))
+	two := func(lo, hi string) *Expr { return sameLength(lo, hi) }
+	date := Seq(Repeat(d, 4, 4), Lit("-"), two("01", "12"), Lit("-"), two("01", "28"))
+	time := Seq(two("00", "23"), Lit(":"), two("00", "59"), Lit(":"), two("00", "59"),
+		Opt(Seq(Lit("."), Repeat(d, 1, 6))), Alt(Lit("Z"), Seq(Byte(bytesOf("+-")), two("00", "23"), Lit(":"), two("00", "59"))))
+	hex := Byte(hexDigits())
+	alnum := Byte(Range('a', 'z'))
+	alnum.set.AddRange('0', '9')
+	alnum.set.AddRange('A', 'Z')
+	label := Repeat(alnum, 1, 16)
+	atom := Repeat(Byte(func() ByteSet {
+		s := alnum.set
+		s.AddRange('_', '_')
+		s.AddRange('+', '+')
+		s.AddRange('-', '-')
+		return s
+	}()), 1, 16)
+	octet := intRange(0, 255)
+	return map[string]*Expr{
+		"date":      date,
+		"time":      time,
+		"date-time": Seq(date, Lit("T"), time),
+		"uuid":      Seq(Repeat(hex, 8, 8), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 12, 12)),
+		"email":     Seq(atom, Repeat(Seq(Lit("."), atom), 0, 3), Lit("@"), label, Repeat(Seq(Lit("."), label), 1, 3)),
+		"ipv4":      Seq(octet, Lit("."), octet, Lit("."), octet, Lit("."), octet),
+		"hostname":  Seq(label, Repeat(Seq(Lit("."), label), 0, 3)),
+	}
+}
+
+func (c *schemaCompiler) array(o *object, path string) (*Expr, error) {
+	minItems, err := count(o, "minItems", path)
+	if err != nil {
+		return nil, err
+	}
+	maxItems, err := count(o, "maxItems", path)
+	if err != nil {
+		return nil, err
+	}
+	minItems = max(minItems, 0)
+	if maxItems >= 0 && minItems > maxItems {
+		return nil, schemaErr(path, "minItems %d exceeds maxItems %d", minItems, maxItems)
+	}
+	// Positional schemas (prefixItems, or draft 7's items list), then the
+	// schema of the rest (items, or draft 7's additionalItems); nil rest:
+	// no more items.
+	var prefix []any
+	var rest any = true
+	restPath := path + "/items"
+	if p, ok := o.get("prefixItems"); ok {
+		if prefix, ok = p.([]any); !ok {
+			return nil, schemaErr(path+"/prefixItems", "prefixItems must be an array")
+		}
+		if it, ok := o.get("items"); ok {
+			rest = it
+		}
+	} else if it, ok := o.get("items"); ok {
+		if list, isList := it.([]any); isList {
+			prefix = list
+			rest, restPath = true, path+"/additionalItems"
+			if ai, ok := o.get("additionalItems"); ok {
+				rest = ai
+			}
+		} else {
+			rest = it
+		}
+	}
+	var restExpr *Expr
+	if rest != false {
+		e, err := c.schema(rest, restPath)
+		if err != nil {
+			return nil, err
+		}
+		restExpr = c.newRule(e)
+	}
+	n := len(prefix)
+	if restExpr == nil {
+		if minItems > n {
+			return nil, schemaErr(path, "minItems %d needs more items than the %d allowed", minItems, n)
+		}
+		if maxItems < 0 || maxItems > n {
+			maxItems = n
+		}
+	}
+	if minItems > MaxRepeat {
+		return nil, schemaErr(path+"/minItems", "minItems above %d is not supported", MaxRepeat)
+	}
+	if maxItems > MaxRepeat {
+		maxItems = MaxRepeat
+	}
+	limit := n
+	if maxItems >= 0 {
+		limit = min(n, maxItems)
+	}
+	items := make([]*Expr, limit)
+	for i := range items {
+		e, err := c.schema(prefix[i], path+"/prefixItems/"+strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		items[i] = e
+	}
+	sep := Seq(Ref(ruleWS), Lit(","), Ref(ruleWS))
+	// tail(i) is the items from index i on, each after a separator
+	// (index 0 has none).
+	var tail func(i int) *Expr
+	tail = func(i int) *Expr {
+		lead := Empty()
+		if i > 0 {
+			lead = sep
+		}
+		if maxItems >= 0 && i >= maxItems {
+			return Empty()
+		}
+		if i >= len(items) {
+			if restExpr == nil {
+				return Empty()
+			}
+			lo := max(minItems-i, 0)
+			hi := -1
+			if maxItems >= 0 {
+				hi = maxItems - i
+			}
+			if i == 0 {
+				first := Seq(restExpr, Repeat(Seq(sep, restExpr), max(lo-1, 0), dec(hi)))
+				if lo == 0 {
+					return Opt(first)
+				}
+				return first
+			}
+			return Repeat(Seq(sep, restExpr), lo, hi)
+		}
+		e := Seq(lead, items[i], tail(i+1))
+		if i >= minItems {
+			return Opt(e)
+		}
+		return e
+	}
+	return Seq(Lit("["), Ref(ruleWS), tail(0), Ref(ruleWS), Lit("]")), nil
+}
+
+// dec is n-1, keeping -1 (unbounded) as it is.
+func dec(n int) int {
+	if n < 0 {
+		return -1
+	}
+	return n - 1
+}
+
+func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
+	props, _ := o.vals["properties"].(*object)
+	if _, ok := o.get("properties"); ok && props == nil {
+		return nil, schemaErr(path+"/properties", "properties must be an object")
+	}
+	if props == nil {
+		props = &object{vals: map[string]any{}}
+	}
+	var required []string
+	if v, ok := o.get("required"); ok {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, schemaErr(path+"/required", "required must be an array of strings")
+		}
+		for _, x := range list {
+			s, ok := x.(string)
+			if !ok {
+				return nil, schemaErr(path+"/required", "required must be an array of strings")
+			}
+			if !slices.Contains(required, s) {
+				required = append(required, s)
+			}
+		}
+	}
+	addl, hasAddl := o.get("additionalProperties")
+	if !hasAddl {
+		addl = true
+	}
+	// Required properties in the order of properties, then those only
+	// named in required; then the optional ones.
+	var req, opt []string
+	for _, k := range props.keys {
+		if slices.Contains(required, k) {
+			req = append(req, k)
+		} else if props.vals[k] != false {
+			opt = append(opt, k)
+		}
+	}
+	for _, k := range required {
+		if _, ok := props.get(k); !ok {
+			if addl == false {
+				return nil, schemaErr(path+"/required", "%q is required but additionalProperties is false and properties does not name it", k)
+			}
+			req = append(req, k)
+		}
+	}
+	member := func(k string) (*Expr, error) {
+		ps, ok := props.get(k)
+		p := path + "/properties/" + escapePointer(k)
+		if !ok {
+			ps, p = addl, path+"/additionalProperties"
+		}
+		v, err := c.schema(ps, p)
+		if err != nil {
+			return nil, err
+		}
+		return Seq(Lit(quoteJSON(k)), Ref(ruleWS), Lit(":"), Ref(ruleWS), v), nil
+	}
+	sep := Seq(Ref(ruleWS), Lit(","), Ref(ruleWS))
+	var body []*Expr
+	for i, k := range req {
+		m, err := member(k)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			body = append(body, sep)
+		}
+		body = append(body, m)
+	}
+	// Optional properties in order, any subset: rest(i) ::= sep m_i
+	// rest(i+1) | rest(i+1); with nothing required, the first present one
+	// has no separator: first(i) ::= m_i rest(i+1) | first(i+1).
+	rest := make([]*Expr, len(opt)+1)
+	first := make([]*Expr, len(opt)+1)
+	rest[len(opt)], first[len(opt)] = Empty(), Empty()
+	// An object with no properties named takes any members of the
+	// additionalProperties schema (a map); with properties named, the
+	// output keeps to them, which is valid whatever additionalProperties
+	// says.
+	if len(props.keys) == 0 && addl != false {
+		v, err := c.schema(addl, path+"/additionalProperties")
+		if err != nil {
+			return nil, err
+		}
+		kv := Seq(Ref(ruleString), Ref(ruleWS), Lit(":"), Ref(ruleWS), c.newRule(v))
+		rest[len(opt)] = Repeat(Seq(sep, kv), 0, -1)
+		first[len(opt)] = Opt(Seq(kv, rest[len(opt)]))
+	}
+	for i := len(opt) - 1; i >= 0; i-- {
+		m, err := member(opt[i])
+		if err != nil {
+			return nil, err
+		}
+		m = c.newRule(m)
+		rest[i] = c.newRule(Alt(Seq(sep, m, rest[i+1]), rest[i+1]))
+		first[i] = c.newRule(Alt(Seq(m, rest[i+1]), first[i+1]))
+	}
+	if len(req) > 0 {
+		body = append(body, rest[0])
+	} else {
+		body = append(body, first[0])
+	}
+	return Seq(Lit("{"), Ref(ruleWS), Seq(body...), Ref(ruleWS), Lit("}")), nil
+}
+
+// escapePointer escapes a key for a JSON pointer.
+func escapePointer(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// ref compiles a reference to a schema of the same document into a rule
+// of its own, once, so that recursive schemas make recursive rules.
+func (c *schemaCompiler) ref(ref, path string) (*Expr, error) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, schemaErr(path+"/$ref", "only references within the schema (#...) are supported, not %q", ref)
+	}
+	ptr := ref[1:]
+	if name, ok := c.refs[ptr]; ok {
+		return Ref(name), nil
+	}
+	target, err := c.resolve(ptr)
+	if err != nil {
+		return nil, schemaErr(path+"/$ref", "%v", err)
+	}
+	c.n++
+	name := c.prefix + "ref" + strconv.Itoa(c.n)
+	c.refs[ptr] = name
+	c.b.rules[name] = Empty() // defined below; the name must exist for recursion
+	e, err := c.schema(target, ptr)
+	if err != nil {
+		return nil, err
+	}
+	c.b.rules[name] = e
+	return Ref(name), nil
+}
+
+// resolve follows a JSON pointer ("" is the whole document).
+func (c *schemaCompiler) resolve(ptr string) (any, error) {
+	v := c.doc
+	if ptr == "" {
+		return v, nil
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, fmt.Errorf("the reference #%s is not a JSON pointer", ptr)
+	}
+	for _, part := range strings.Split(ptr[1:], "/") {
+		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case *object:
+			next, ok := x.get(part)
+			if !ok {
+				return nil, fmt.Errorf("the reference #%s names nothing", ptr)
+			}
+			v = next
+		case []any:
+			i, err := strconv.Atoi(part)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, fmt.Errorf("the reference #%s names nothing", ptr)
+			}
+			v = x[i]
+		default:
+			return nil, fmt.Errorf("the reference #%s names nothing", ptr)
+		}
+	}
+	return v, nil
+}
+
+// mergeAllOf turns a schema with allOf into one without: a single branch
+// with nothing else beside it is that branch; several branches (and the
+// schema's own keywords) that all describe objects merge their
+// properties, required lists and additionalProperties.
+func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, error) {
+	branches, ok := v.([]any)
+	if !ok || len(branches) == 0 {
+		return nil, schemaErr(path+"/allOf", "allOf must be a non-empty array")
+	}
+	rest := &object{vals: map[string]any{}}
+	for _, k := range o.keys {
+		if k != "allOf" {
+			rest.keys = append(rest.keys, k)
+			rest.vals[k] = o.vals[k]
+		}
+	}
+	if len(branches) == 1 && len(constraining(rest)) == 0 {
+		if b, ok := branches[0].(*object); ok {
+			return b, nil
+		}
+		return nil, schemaErr(path+"/allOf/0", "allOf of a boolean schema is not supported")
+	}
+	merged := &object{vals: map[string]any{"type": "object"}, keys: []string{"type"}}
+	props := &object{vals: map[string]any{}}
+	var required []any
+	parts := append([]any{rest}, branches...)
+	for i, p := range parts {
+		bp := path
+		if i > 0 {
+			bp = path + "/allOf/" + strconv.Itoa(i-1)
+		}
+		for depth := 0; ; depth++ {
+			po, ok := p.(*object)
+			if !ok {
+				return nil, schemaErr(bp, "allOf of schemas that are not objects is not supported")
+			}
+			r, isRef := po.get("$ref")
+			rs, _ := r.(string)
+			if !isRef || !strings.HasPrefix(rs, "#") || depth > maxNesting {
+				break
+			}
+			target, err := c.resolve(rs[1:])
+			if err != nil {
+				return nil, schemaErr(bp+"/$ref", "%v", err)
+			}
+			p = target
+		}
+		po := p.(*object)
+		for _, k := range constraining(po) {
+			switch k {
+			case "type":
+				if po.vals[k] != "object" {
+					return nil, schemaErr(bp+"/type", "allOf of schemas that are not all objects is not supported")
+				}
+			case "properties":
+				pp, ok := po.vals[k].(*object)
+				if !ok {
+					return nil, schemaErr(bp+"/properties", "properties must be an object")
+				}
+				for _, name := range pp.keys {
+					if _, dup := props.vals[name]; dup {
+						return nil, schemaErr(bp+"/properties/"+escapePointer(name), "allOf with the property %q in two branches is not supported", name)
+					}
+					props.keys = append(props.keys, name)
+					props.vals[name] = pp.vals[name]
+				}
+			case "required":
+				list, ok := po.vals[k].([]any)
+				if !ok {
+					return nil, schemaErr(bp+"/required", "required must be an array of strings")
+				}
+				required = append(required, list...)
+			case "additionalProperties":
+				if po.vals[k] == false {
+					merged.vals[k] = false
+				}
+			default:
+				return nil, schemaErr(bp+"/"+k, "%s inside allOf is not supported", k)
+			}
+		}
+	}
+	merged.keys = append(merged.keys, "properties", "required")
+	merged.vals["properties"], merged.vals["required"] = props, required
+	if _, ok := merged.vals["additionalProperties"]; ok {
+		merged.keys = append(merged.keys, "additionalProperties")
+	}
+	return merged, nil
+}
+
+// JSON types as bits, for telling whether oneOf's branches overlap;
+// integer counts as number.
+const (
+	tNull = 1 << iota
+	tBool
+	tNumber
+	tString
+	tArray
+	tObject
+	tAny = tNull | tBool | tNumber | tString | tArray | tObject
+)
+
+var typeBits = map[string]int{"null": tNull, "boolean": tBool, "integer": tNumber, "number": tNumber,
+	"string": tString, "array": tArray, "object": tObject}
+
+// typeMask is the JSON types values of schema s can have, as far as a
+// quick look tells (tAny when it cannot).
+func (c *schemaCompiler) typeMask(s any, depth int) int {
+	o, ok := s.(*object)
+	if !ok || depth > maxNesting {
+		return tAny
+	}
+	if r, ok := o.get("$ref"); ok {
+		if rs, ok := r.(string); ok && strings.HasPrefix(rs, "#") {
+			if t, err := c.resolve(rs[1:]); err == nil {
+				return c.typeMask(t, depth+1)
+			}
+		}
+		return tAny
+	}
+	valueMask := func(v any) int {
+		switch v.(type) {
+		case nil:
+			return tNull
+		case bool:
+			return tBool
+		case json.Number:
+			return tNumber
+		case string:
+			return tString
+		case []any:
+			return tArray
+		}
+		return tObject
+	}
+	if v, ok := o.get("const"); ok {
+		return valueMask(v)
+	}
+	if v, ok := o.get("enum"); ok {
+		m := 0
+		if list, ok := v.([]any); ok {
+			for _, x := range list {
+				m |= valueMask(x)
+			}
+		}
+		return m
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		if v, ok := o.get(kw); ok {
+			m := 0
+			list, _ := v.([]any)
+			for _, b := range list {
+				m |= c.typeMask(b, depth+1)
+			}
+			return m
+		}
+	}
+	types, err := typesOf(o, "")
+	if err != nil || len(types) == 0 {
+		return tAny
+	}
+	m := 0
+	for _, t := range types {
+		m |= typeBits[t]
+	}
+	return m
+}
+
+// checkExclusive accepts oneOf branches that no value can match twice:
+// their types do not overlap, or they are objects told apart by a
+// property every branch requires with a constant (const, or an enum of
+// one) of its own.
+func (c *schemaCompiler) checkExclusive(branches []any, path string) error {
+	masks := make([]int, len(branches))
+	disjoint := true
+	for i, b := range branches {
+		masks[i] = c.typeMask(b, 0)
+		for j := range i {
+			if masks[i]&masks[j] != 0 {
+				disjoint = false
+			}
+		}
+	}
+	if disjoint || c.discriminated(branches) {
+		return nil
+	}
+	return schemaErr(path, "oneOf whose branches can match the same value is not supported; use anyOf")
+}
+
+func (c *schemaCompiler) discriminated(branches []any) bool {
+	var objs []*object
+	for _, b := range branches {
+		o, ok := b.(*object)
+		for depth := 0; ok && depth < maxNesting; depth++ {
+			r, isRef := o.get("$ref")
+			rs, _ := r.(string)
+			if !isRef || !strings.HasPrefix(rs, "#") {
+				break
+			}
+			t, err := c.resolve(rs[1:])
+			if err != nil {
+				return false
+			}
+			o, ok = t.(*object)
+		}
+		if !ok {
+			return false
+		}
+		objs = append(objs, o)
+	}
+	props, _ := objs[0].vals["properties"].(*object)
+	if props == nil {
+		return false
+	}
+	constOf := func(o *object, key string) (string, bool) {
+		req, _ := o.vals["required"].([]any)
+		if !slices.Contains(req, any(key)) {
+			return "", false
+		}
+		ps, _ := o.vals["properties"].(*object)
+		if ps == nil {
+			return "", false
+		}
+		p, _ := ps.vals[key].(*object)
+		if p == nil {
+			return "", false
+		}
+		if v, ok := p.get("const"); ok {
+			return jsonLiteral(v), true
+		}
+		if e, ok := p.vals["enum"].([]any); ok && len(e) == 1 {
+			return jsonLiteral(e[0]), true
+		}
+		return "", false
+	}
+	for _, key := range props.keys {
+		seen := map[string]bool{}
+		ok := true
+		for _, o := range objs {
+			v, has := constOf(o, key)
+			if !has || seen[v] {
+				ok = false
+				break
+			}
+			seen[v] = true
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
