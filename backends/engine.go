@@ -118,6 +118,27 @@ type Request struct {
 	// prefilled whole, without prefix reuse, and MaxTokens may be 0 to
 	// generate nothing.
 	PromptLogprobs bool
+	// Constraint makes the constraint of each choice (a grammar the output
+	// must follow); nil generates freely. The engine calls it once per
+	// choice, from its loop.
+	Constraint func() Constraint
+}
+
+// Constraint limits what one choice may generate, a token at a time: a
+// grammar.Matcher is one. The sampler draws only among the tokens it
+// allows. The engine calls it from its loop only, so it needs no locking;
+// it runs on the decode step, so once warm it should allocate nothing.
+type Constraint interface {
+	// Mask sets in allowed (one bit per token id, (vocab+63)/64 words,
+	// cleared first) the tokens that may come next when at most budget
+	// tokens, this one included, may still be generated, and reports
+	// whether there is any.
+	Mask(allowed []uint64, budget int) bool
+	// Accept advances past the token the sampler chose.
+	Accept(id tokenizer.ID) bool
+	// Complete reports that the output is whole and nothing may follow
+	// it: the choice ends with "stop" without another step.
+	Complete() bool
 }
 
 // Token is a generated token.
@@ -303,6 +324,10 @@ type slot struct {
 	next    [1]tokenizer.ID // the decode step's token
 	made    int             // tokens generated
 	block   []Token         // Tokens not yet handed out
+	// constraint is the choice's, nil when it generates freely; mask
+	// holds its allowed tokens for the sampler, made at its first use.
+	constraint Constraint
+	mask       []uint64
 }
 
 // request is a submitted completion or embedding.
@@ -320,6 +345,8 @@ type request struct {
 	adapter   *lora.Adapter    // nil: the base model
 	scale     float32          // the adapter's scale; 0 without one
 	promptLP  bool             // Request.PromptLogprobs
+	// constraint makes each choice's Constraint; nil for none.
+	constraint func() Constraint
 
 	// Owned by the loop.
 	admitted   int // choices that have started (or ended while queued)
@@ -468,6 +495,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		unfinished: n,
 		adapter:    r.Adapter,
 		promptLP:   r.PromptLogprobs,
+		constraint: r.Constraint,
 	}
 	if r.Adapter != nil {
 		req.scale = r.AdapterScale

@@ -190,4 +190,12 @@ func (e *Engine) start(r *request, s *slot) {
 		p.Seed = &seed
 	}
 	s.sampler.SetParams(p)
+	s.constraint = nil
+	if r.constraint != nil {
+		s.constraint = r.constraint()
+		if s.mask == nil {
+			s.mask = make([]uint64, (e.info.VocabSize+63)/64)
+		}
+		s.sampler.SetMask(s.mask)
+	}
 }

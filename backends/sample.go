@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 
@@ -205,6 +206,10 @@ type Sampler struct {
 	work []float32   // (vocab) biased, penalised logits; later scratch
 	cand []candidate // (vocab) candidates of the filters
 
+	// mask, when set, holds one bit per token: the tokens a constraint
+	// allows; the others are never drawn.
+	mask []uint64
+
 	bucketMass [pBuckets]float64
 }
 
@@ -310,12 +315,26 @@ func (s *Sampler) SetParams(p Params) {
 		}
 	}
 
+	s.mask = nil
 	s.seedSet, s.seed = false, 0
 	if p.Seed != nil {
 		s.seedSet = true
 		s.seed = uint64(*p.Seed)
 	}
 	s.Reset()
+}
+
+// SetMask makes the sampler draw only among the tokens whose bit is set in
+// mask (one bit per token id, (vocab+63)/64 words), read at every Sample
+// and Logprobs until the next SetMask or SetParams; nil allows every
+// token. The caller keeps mask and may change its bits between steps, as
+// a constraint does. Masked tokens have probability 0 (logprob -Inf);
+// when no bit is set, every token is masked and greedy picks token 0.
+func (s *Sampler) SetMask(mask []uint64) {
+	if mask != nil && len(mask) != (s.vocab+63)/64 {
+		panic(fmt.Sprintf("backends: a mask of %d words for a sampler of vocabulary %d", len(mask), s.vocab))
+	}
+	s.mask = mask
 }
 
 // Seed is the seed of the current draws: Params.Seed, or the random seed
@@ -405,7 +424,28 @@ func (s *Sampler) prepare(logits []float32) []float32 {
 			w[t] = l - c*s.freq - s.presence
 		}
 	}
+	if s.mask != nil {
+		applyMask(w, s.mask)
+	}
 	return w
+}
+
+// applyMask sets to -Inf the entries of w whose bit in mask is clear,
+// skipping the words with every bit set (most of them, where a grammar
+// allows almost anything).
+func applyMask(w []float32, mask []uint64) {
+	negInf := float32(math.Inf(-1))
+	for i, m := range mask {
+		if m == ^uint64(0) {
+			continue
+		}
+		base := i * 64
+		for off := ^m; off != 0; off &= off - 1 {
+			if j := base + bits.TrailingZeros64(off); j < len(w) {
+				w[j] = negInf
+			}
+		}
+	}
 }
 
 // Sample picks the next token from logits (vocab entries, the model's raw

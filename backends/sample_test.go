@@ -928,3 +928,78 @@ func TestSetParamsMatchesNewSampler(t *testing.T) {
 		t.Errorf("SetParams to a known configuration: %v allocations, want 0", a)
 	}
 }
+
+// TestSamplerMask checks that a mask keeps every sampling path to the
+// allowed tokens: greedy takes the best of them, draws never leave them
+// under any filter, and logprobs give the rest -Inf and the allowed ones a
+// distribution of their own.
+func TestSamplerMask(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const vocab = 300
+	for trial := range 40 {
+		logits := randomLogits(r, vocab, 3)
+		mask := make([]uint64, (vocab+63)/64)
+		var allowed []int
+		for id := range vocab {
+			if r.IntN(7) == 0 || (trial%4 == 0 && id < 200) {
+				mask[id>>6] |= 1 << (id & 63)
+				allowed = append(allowed, id)
+			}
+		}
+		if len(allowed) == 0 {
+			continue
+		}
+		for _, p := range []Params{{}, {Temperature: 1}, {Temperature: 1.5, TopK: 5}, {Temperature: 1, TopP: 0.5}, {Temperature: 1, MinP: 0.2},
+			{Temperature: 1, RepeatPenalty: 1.3, LogitBias: map[tokenizer.ID]float32{tokenizer.ID(allowed[0]): -5}}} {
+			s := NewSampler(p, vocab)
+			s.SetMask(mask)
+			best := allowed[0]
+			for _, id := range allowed {
+				if logits[id] > logits[best] {
+					best = id
+				}
+			}
+			for range 50 {
+				id := s.Sample(logits)
+				if mask[id>>6]&(1<<(id&63)) == 0 {
+					t.Fatalf("params %+v drew masked token %d", p, id)
+				}
+				if p.Temperature == 0 && int(id) != best {
+					t.Fatalf("greedy drew %d, the best allowed is %d", id, best)
+				}
+			}
+			if p.RepeatPenalty != 0 {
+				continue
+			}
+			lp, top := s.Logprobs(logits, tokenizer.ID(best), 3, nil)
+			var sum float64
+			for _, id := range allowed {
+				l, _ := s.Logprobs(logits, tokenizer.ID(id), 0, nil)
+				sum += math.Exp(float64(l))
+			}
+			if math.Abs(sum-1) > 1e-4 || lp > 0 {
+				t.Fatalf("allowed tokens' probabilities sum to %v", sum)
+			}
+			for _, a := range top {
+				if mask[a.ID>>6]&(1<<(a.ID&63)) == 0 && !math.IsInf(float64(a.Logprob), -1) {
+					t.Fatalf("masked token %d in the top logprobs with %v", a.ID, a.Logprob)
+				}
+			}
+		}
+	}
+	s := NewSampler(Params{}, vocab)
+	s.SetMask(make([]uint64, (vocab+63)/64))
+	if id := s.Sample(randomLogits(r, vocab, 1)); id != 0 {
+		t.Errorf("with every token masked greedy drew %d, want 0", id)
+	}
+	s.SetParams(Params{})
+	if s.mask != nil {
+		t.Error("SetParams kept the mask")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a mask of the wrong length was taken")
+		}
+	}()
+	s.SetMask(make([]uint64, 1))
+}

@@ -4,6 +4,11 @@ package backends
 // streams it, or ends the choice.
 func (e *Engine) sample(s *slot) {
 	r := s.req
+	if s.constraint != nil && !s.constraint.Mask(s.mask, r.maxTokens-s.made) {
+		// Nothing may follow what the choice has written.
+		e.finish(s, "stop", nil)
+		return
+	}
 	id := s.sampler.Sample(s.logits)
 	if e.opt.IsEOG != nil && e.opt.IsEOG(id) {
 		e.finish(s, "stop", nil)
@@ -29,6 +34,10 @@ func (e *Engine) sample(s *slot) {
 	s.made++
 	e.gen.Add(1)
 	r.send(Event{Choice: s.choice, Token: tok})
+	if s.constraint != nil && (!s.constraint.Accept(id) || s.constraint.Complete()) {
+		e.finish(s, "stop", nil)
+		return
+	}
 	if s.made == r.maxTokens {
 		e.finish(s, "length", nil)
 		return
