@@ -57,6 +57,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if g.output, err = parseResponseFormat(f); err != nil {
+		return err
+	}
 	if err := refuseChatFeatures(f); err != nil {
 		return err
 	}
@@ -106,17 +109,6 @@ func refuseChatFeatures(f *fields) *apiError {
 		if f.has(name) {
 			f.raw(name)
 			return unsupported(name, "%s (function calling) is not supported by this server", name)
-		}
-	}
-	if rf, ok, err := f.object("response_format"); err != nil {
-		return err
-	} else if ok {
-		t, _, err := rf.str("type")
-		if err != nil {
-			return err
-		}
-		if t != "text" {
-			return unsupported("response_format", "response_format %s is not supported yet; only {\"type\":\"text\"} is", quote(t))
 		}
 	}
 	if a, ok, err := f.array("modalities"); err != nil {

@@ -77,6 +77,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if g.output, err = parseResponseFormat(f); err != nil {
+		return err
+	}
 	if err := f.unknown("user"); err != nil {
 		return err
 	}

@@ -223,6 +223,7 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 	if g.logprobs {
 		top = g.topLogprobs
 	}
+	constraint := g.output.constraint(m)
 	for pi, p := range prompts {
 		maxTokens := g.maxTokens
 		if maxTokens == 0 && !g.scoreOnly {
@@ -238,7 +239,7 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 			}
 			cctx, cancel := context.WithCancel(ctx)
 			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top,
-				Adapter: g.adapter(), AdapterScale: g.loraScale, PromptLogprobs: g.promptLogprobs})
+				Adapter: g.adapter(), AdapterScale: g.loraScale, PromptLogprobs: g.promptLogprobs, Constraint: constraint})
 			if err != nil {
 				cancel()
 				gen.close()
@@ -249,7 +250,7 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 				prompt:   pi,
 				cancel:   cancel,
 				stream:   st,
-				dec:      m.Tokenizer.NewDecoderWith(tokenizer.DecodeOptions{Continuation: true}),
+				dec:      m.Tokenizer.NewDecoderWith(decodeOptions(g.output)),
 				stops:    g.stop,
 				logprobs: g.logprobs,
 			}

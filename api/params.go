@@ -44,6 +44,10 @@ type genRequest struct {
 	loraScale    float32
 	hasLoRAScale bool
 
+	// output is the grammar the output must follow (response_format, or a
+	// tool call that must be made); nil generates freely.
+	output *outputGrammar
+
 	// Set by acquire: the id responses report, and the lease of the
 	// adapter the model names (nil for the base model).
 	modelID string

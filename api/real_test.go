@@ -59,6 +59,9 @@ type realOptions struct {
 	maxAdapterBytes int64
 	// wrap, when set, wraps the engine the server sees.
 	wrap func(Engine) Engine
+	// shared, when set, names another model file of ../shared to serve
+	// (its id is the file name without .gguf).
+	shared []string
 }
 
 func startRealServer(t *testing.T, o realOptions) *realServer {
@@ -66,6 +69,10 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 	m, id := testmodel.Tiny(t), "tiny"
 	if o.stories {
 		m, id = testmodel.Shared(t, "models", "stories260K.gguf"), "stories260K"
+	}
+	if o.shared != nil {
+		m = testmodel.Shared(t, o.shared...)
+		id = m.ID()
 	}
 	b := testmodel.Backend(t, "native", m, backends.Options{Threads: 1})
 	tok := m.Tokenizer

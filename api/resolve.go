@@ -30,6 +30,9 @@ func (s *Server) AddModel(m *Model) error {
 	if m == nil || m.ID == "" || m.Tokenizer == nil || m.Engine == nil {
 		return errors.New("api: a model needs an ID, a tokenizer and an engine")
 	}
+	if m.vocabs == nil {
+		m.vocabs = &vocabCache{}
+	}
 	s.addMu.Lock()
 	defer s.addMu.Unlock()
 	old := s.models.Load()

@@ -59,6 +59,10 @@ type Model struct {
 	// Feedback are the model's feedback sinks (POST /v1/feedback), such as
 	// the trainer of its MicroLoRA adapters.
 	Feedback []FeedbackSink
+
+	// vocabs caches the vocabularies of constrained outputs; AddModel
+	// makes it.
+	vocabs *vocabCache
 }
 
 // Defaults of Options.

@@ -2,8 +2,11 @@ package grammar
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 )
+
+func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }
 
 // node is one frame of a parse stack: the position in Grammar.elems still
 // to match, and the frame below it (-1: none). Nodes are interned, so that
@@ -22,8 +25,8 @@ type state struct {
 	stacks []int32 // node ids, sorted
 	accept bool    // the input so far is a whole match
 	min    int32   // fewest bytes to a whole match
-	// next[b] is 0 while unknown, 1 when no stack takes b, else 2 plus the
-	// state after b; allocated at the first transition.
+	// next[b] is 1 when no stack takes b, else 2 plus the state after b;
+	// all computed at the first transition.
 	next *[256]int32
 }
 
@@ -39,10 +42,14 @@ type automaton struct {
 	states   []state
 	stateIdx map[string]int32
 
-	// Scratch of computeStep.
-	seen map[uint64]struct{}
-	out  []int32
-	key  []byte
+	// Scratch of fillTransitions.
+	seen   map[uint64]struct{}
+	out    []int32
+	key    []byte
+	sigs   []uint64
+	groups []byte
+	tables [][256]int32 // the rest of the chunk newTable hands out
+	chunk  int          // the size of the last chunk
 }
 
 func newAutomaton(g *Grammar) *automaton {
@@ -67,25 +74,84 @@ func (a *automaton) start() int32 {
 
 // step is the state after byte b in state s, or dead.
 func (a *automaton) step(s int32, b byte) int32 {
-	if nx := a.states[s].next; nx != nil {
-		if v := nx[b]; v != 0 {
-			return v - 2
-		}
-	} else {
-		a.states[s].next = new([256]int32)
+	nx := a.states[s].next
+	if nx == nil {
+		nx = a.fillTransitions(s)
 	}
-	t := a.computeStep(s, b)
-	a.states[s].next[b] = t + 2
+	return nx[b] - 2
+}
+
+// fillTransitions computes every transition of s at once. Bytes that the
+// same stacks accept lead to the same state, so it expands once per group
+// of such bytes (a string's characters are one group) rather than once per
+// byte.
+func (a *automaton) fillTransitions(s int32) *[256]int32 {
+	g := a.g
+	stacks := a.states[s].stacks
+	words := (len(stacks) + 63) / 64
+	if cap(a.sigs) < 256*words {
+		a.sigs = make([]uint64, 256*words)
+	}
+	sigs := a.sigs[:256*words]
+	clear(sigs)
+	for i, id := range stacks {
+		set := &g.sets[g.elems[a.nodes[id].pos].arg]
+		for w, bits := range set {
+			for ; bits != 0; bits &= bits - 1 {
+				b := w*64 + trailingZeros(bits)
+				sigs[b*words+i/64] |= 1 << (i % 64)
+			}
+		}
+	}
+	nx := a.newTable()
+	// The groups met so far, by the first byte of each: few per state.
+	a.groups = a.groups[:0]
+	for b := range 256 {
+		sig := sigs[b*words : (b+1)*words]
+		if !anyBit(sig) {
+			nx[b] = dead + 2
+			continue
+		}
+		t := int32(dead - 1)
+		for _, first := range a.groups {
+			if slices.Equal(sigs[int(first)*words:(int(first)+1)*words], sig) {
+				t = nx[first] - 2
+				break
+			}
+		}
+		if t == dead-1 {
+			t = a.follow(stacks, sig)
+			a.groups = append(a.groups, byte(b))
+		}
+		nx[b] = t + 2
+	}
+	a.states[s].next = nx
+	return nx
+}
+
+// maxTableChunk is the most transition tables newTable allocates at once.
+const maxTableChunk = 64
+
+// newTable returns a zeroed transition table, from a chunk allocated with
+// others (chunks double up to maxTableChunk): states come in bursts, and
+// one allocation per state would keep the collector busy.
+func (a *automaton) newTable() *[256]int32 {
+	if len(a.tables) == 0 {
+		a.chunk = min(max(2*a.chunk, 2), maxTableChunk)
+		a.tables = make([][256]int32, a.chunk)
+	}
+	t := &a.tables[0]
+	a.tables = a.tables[1:]
 	return t
 }
 
-func (a *automaton) computeStep(s int32, b byte) int32 {
+// follow is the state after a byte that the stacks marked in sig accept.
+func (a *automaton) follow(stacks []int32, sig []uint64) int32 {
 	clear(a.seen)
 	out, accept := a.out[:0], false
-	g := a.g
-	for _, id := range a.states[s].stacks {
-		n := a.nodes[id]
-		if g.sets[g.elems[n.pos].arg].Has(b) {
+	for i, id := range stacks {
+		if sig[i/64]&(1<<(i%64)) != 0 {
+			n := a.nodes[id]
 			out, accept = a.expand(n.pos+1, n.parent, out, accept)
 		}
 	}

@@ -462,13 +462,12 @@ func formats() map[string]*Expr {
 	alnum.set.AddRange('0', '9')
 	alnum.set.AddRange('A', 'Z')
 	label := Repeat(alnum, 1, 16)
-	atom := Repeat(Byte(func() ByteSet {
-		s := alnum.set
-		s.AddRange('_', '_')
-		s.AddRange('+', '+')
-		s.AddRange('-', '-')
-		return s
-	}()), 1, 16)
+	atomChars := alnum.set
+	atomChars.AddRange('_', '_')
+	atomChars.AddRange('+', '+')
+	atomChars.AddRange('-', '-')
+	// Four atoms of up to 12 keep an email's local part within 64 bytes.
+	atom := Repeat(Byte(atomChars), 1, 12)
 	octet := intRange(0, 255)
 	return map[string]*Expr{
 		"date":      date,

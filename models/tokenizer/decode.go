@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -23,6 +24,13 @@ type DecodeOptions struct {
 	// clean-up (Vocab.CleanSpaces) cannot see across the boundary with the
 	// earlier text.
 	Continuation bool
+	// NoCleanSpaces writes the pieces as they are, without the space
+	// clean-up the vocabulary asks for: the bytes a grammar that chose the
+	// tokens saw, which the clean-up could change.
+	NoCleanSpaces bool
+	// Render are control tokens written as their text even without
+	// RenderSpecial: the markers a tool-call parser looks for.
+	Render []ID
 }
 
 // Decode returns the text of ids as llama.cpp's detokenize does with
@@ -44,17 +52,25 @@ func (t *Tokenizer) DecodeWith(ids []ID, o DecodeOptions) string {
 	}
 	var b []byte
 	for _, id := range ids {
-		p := t.pieceFor(id, o.RenderSpecial)
+		p := t.Written(id, o)
 		if removeSpace && strings.HasPrefix(p, " ") {
 			p = p[1:]
 		}
 		removeSpace = false
 		b = append(b, p...)
 	}
-	if v.CleanSpaces {
+	if v.CleanSpaces && !o.NoCleanSpaces {
 		b = cleanSpaces(b)
 	}
 	return string(b)
+}
+
+// Written is what decoding with o writes for id in the middle of a text:
+// its piece, or nothing for a control or unknown token that o does not
+// render; before the space clean-up and the holding back of unfinished
+// UTF-8 characters.
+func (t *Tokenizer) Written(id ID, o DecodeOptions) string {
+	return t.pieceFor(id, o.RenderSpecial || slices.Contains(o.Render, id))
 }
 
 // Piece returns the text token id stands for, special tokens rendered: the
@@ -238,12 +254,12 @@ func (d *Decoder) Flush() string {
 // write adds the piece of id to out, through the space clean-up when the
 // vocabulary wants it.
 func (d *Decoder) write(out []byte, id ID) []byte {
-	p := d.t.pieceFor(id, d.o.RenderSpecial)
+	p := d.t.Written(id, d.o)
 	if d.removeSpace && strings.HasPrefix(p, " ") {
 		p = p[1:]
 	}
 	d.removeSpace = false
-	if !d.t.vocab.CleanSpaces {
+	if !d.t.vocab.CleanSpaces || d.o.NoCleanSpaces {
 		return append(out, p...)
 	}
 	d.raw = append(d.raw, p...)

@@ -54,6 +54,7 @@ func TestDecodeOptions(t *testing.T) {
 		{"control tokens skipped", []ID{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{}, "a"},
 		{"control tokens rendered", []ID{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{RenderSpecial: true}, "<|im_start|>a<|im_end|>"},
 		{"user-defined tokens always rendered", []ID{id("a"), id("<tool>")}, DecodeOptions{}, "a<tool>"},
+		{"chosen control tokens rendered", []ID{id("<|im_start|>"), id("a"), id("<|im_end|>")}, DecodeOptions{Render: []ID{id("<|im_end|>")}}, "a<|im_end|>"},
 		{"byte tokens are raw bytes", []ID{id("<0xE4>"), id("<0xBD>"), id("<0xA0>")}, DecodeOptions{}, "你"},
 		{"invalid ids decode to nothing", []ID{-1, id("a"), 1 << 30}, DecodeOptions{}, "a"},
 	}
@@ -197,6 +198,15 @@ func TestDecoderCleanSpaces(t *testing.T) {
 		want := tok.Decode(ids)
 		if got := stream(tok.NewDecoder(), ids); got != want {
 			t.Fatalf("case %d %v: streamed %q, decoded %q", n, ids, got, want)
+		}
+		// Without the clean-up the pieces just concatenate.
+		o := DecodeOptions{NoCleanSpaces: true, Continuation: true}
+		var raw strings.Builder
+		for _, id := range ids {
+			raw.WriteString(tok.Written(id, o))
+		}
+		if got := stream(tok.NewDecoderWith(o), ids); got != raw.String() || tok.DecodeWith(ids, o) != raw.String() {
+			t.Fatalf("case %d %v: without clean-up streamed %q, want %q", n, ids, got, raw.String())
 		}
 	}
 }
