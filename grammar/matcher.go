@@ -50,7 +50,8 @@ func NewMatcher(g *Grammar, v *Vocabulary) *Matcher {
 // in time are allowed, so that even a model that would ramble on ends its
 // output whole (as long as every byte is a token of its own, which
 // byte-fallback and byte-level vocabularies guarantee); budget <= 0 sets no
-// limit.
+// limit. A whole output that nothing short enough can extend allows
+// nothing: it ends there.
 func (m *Matcher) Mask(allowed []uint64, budget int) bool {
 	clear(allowed)
 	if m.cur == dead {
@@ -76,6 +77,11 @@ func (m *Matcher) Mask(allowed []uint64, budget int) bool {
 	}
 	m.fill(allowed, m.cur, int32(max(limit, 0)))
 	if !anyBit(allowed) {
+		if m.a.states[m.cur].accept {
+			// The output is whole and nothing more fits: it ends here
+			// (an end-of-generation token would have been allowed).
+			return false
+		}
 		// No token finishes in time: the best left is to keep valid.
 		copy(allowed, c.bits)
 	}
