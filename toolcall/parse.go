@@ -37,9 +37,9 @@ type Parser struct {
 	callStart int
 	// markAt is where the text that announced the call starts: if the call
 	// turns out malformed, the content goes on from there.
-	markAt int
-	named     bool
-	argsSent  int
+	markAt   int
+	named    bool
+	argsSent int
 	// A list of calls (Mistral's [...], generic "tool_calls": [...]) is
 	// open.
 	inList bool
