@@ -12,6 +12,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/toolcall"
 )
 
 // maxMessages bounds a conversation's length in messages.
@@ -19,7 +20,7 @@ const maxMessages = 4096
 
 // chatIgnorable are chat fields that do not change the result (or only
 // with features that are refused where they are set).
-var chatIgnorable = []string{"user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key", "safety_identifier"}
+var chatIgnorable = []string{"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
@@ -60,6 +61,26 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if g.output, err = parseResponseFormat(f); err != nil {
 		return err
 	}
+	tools, err := parseToolList(f)
+	if err != nil {
+		return err
+	}
+	tr, err := parseToolChoice(f, tools)
+	if err != nil {
+		return err
+	}
+	tr.style = m.tools
+	if out, err := tr.output(m); err != nil {
+		return err
+	} else if out != nil {
+		if g.output != nil {
+			return unsupported("response_format", "response_format together with tool_choice %s is not supported: the output is a tool call", tr.choice)
+		}
+		g.output = out
+	}
+	if tr.active() {
+		g.tools, g.render = tr, tr.markers(m)
+	}
 	if err := refuseChatFeatures(f); err != nil {
 		return err
 	}
@@ -70,7 +91,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer g.release()
-	text, err := renderChat(m, messages, nil, true)
+	text, err := renderChat(m, tr.prepareMessages(messages, false), tr.templateTools(), true)
+	if err != nil && tr.active() && !tr.style.knows {
+		// A template without a system role gets the tools in the first
+		// user message.
+		text, err = renderChat(m, tr.prepareMessages(messages, true), tr.templateTools(), true)
+	}
 	if err != nil {
 		return err
 	}
@@ -94,17 +120,6 @@ func renderChat(m *Model, messages []map[string]any, tools []any, addGenerationP
 // refuseChatFeatures answers 400 for the parameters that would change the
 // result but are not implemented, rather than ignoring them.
 func refuseChatFeatures(f *fields) *apiError {
-	if a, ok, err := f.array("tools"); err != nil {
-		return err
-	} else if ok && len(a) > 0 {
-		return unsupported("tools", "tool calling is not supported by this server yet")
-	}
-	if v, ok := f.raw("tool_choice"); ok {
-		var s string
-		if json.Unmarshal(v, &s) != nil || (s != "none" && s != "auto") {
-			return unsupported("tool_choice", "tool calling is not supported by this server yet")
-		}
-	}
 	for _, name := range []string{"functions", "function_call"} {
 		if f.has(name) {
 			f.raw(name)
@@ -186,6 +201,7 @@ func parseMessages(f *fields) ([]map[string]any, *apiError) {
 					return nil, invalid(p+".tool_calls", codeInvalidType, "%s.tool_calls must be an array", p)
 				}
 				if len(calls) > 0 {
+					argumentObjects(calls)
 					msg["tool_calls"] = calls
 				}
 			}
@@ -316,7 +332,24 @@ func (chatFormat) response(h responseHead, gen *generation, t *tokenizer.Tokeniz
 	resp := chatCompletion{ID: h.id, Object: "chat.completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
 	resp.Choices = make([]chatChoice, len(gen.choices))
 	for _, c := range gen.choices {
-		cc := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: c.text.String()}, FinishReason: c.finish}
+		text := c.text.String()
+		cc := chatChoice{Index: c.index, Message: chatMessage{Role: "assistant", Content: &text}, FinishReason: c.finish}
+		if c.tools != nil {
+			content, calls := toolcall.Parse(c.tools.format, text)
+			cc.Message.Content = &content
+			if len(calls) > 0 {
+				if content == "" {
+					cc.Message.Content = nil
+				}
+				for _, call := range calls {
+					cc.Message.ToolCalls = append(cc.Message.ToolCalls, toolCall{ID: newCallID(c.tools.format), Type: "function",
+						Function: toolCallFunction{Name: call.Name, Arguments: call.Arguments}})
+				}
+				if cc.FinishReason == "stop" {
+					cc.FinishReason = "tool_calls"
+				}
+			}
+		}
 		if c.logprobs {
 			cc.Logprobs = chatLogprobsOf(t, c.entries)
 		}
@@ -347,16 +380,58 @@ func (chatChunks) opening(gen *generation) []chatChunkChoice {
 	return out
 }
 
-func (cc chatChunks) text(c *choice, text string, entries []tokenEntry) chatChunkChoice {
+func (cc chatChunks) text(c *choice, text string, entries []tokenEntry) (chatChunkChoice, bool) {
 	ch := chatChunkChoice{Index: c.index, Delta: chatDelta{Content: &text}}
-	if c.logprobs {
+	if c.tools != nil {
+		ch.Delta = c.tools.delta(c.tools.parser.Add(text))
+	}
+	if c.logprobs && len(entries) > 0 {
 		ch.Logprobs = chatLogprobsOf(cc.tok, entries)
 	}
+	return ch, ch.Delta.Content != nil || len(ch.Delta.ToolCalls) > 0 || ch.Logprobs != nil
+}
+
+// finish ends a choice: with tools, what the parser held back goes out
+// with it, and a choice that called tools finishes with tool_calls.
+func (chatChunks) finish(c *choice, reason string) chatChunkChoice {
+	ch := chatChunkChoice{Index: c.index}
+	if c.tools != nil {
+		ch.Delta = c.tools.delta(c.tools.parser.Finish())
+		if reason == "stop" && len(c.tools.ids) > 0 {
+			reason = "tool_calls"
+		}
+	}
+	ch.FinishReason = &reason
 	return ch
 }
 
-func (chatChunks) finish(c *choice, reason string) chatChunkChoice {
-	return chatChunkChoice{Index: c.index, FinishReason: &reason}
+// delta turns parser events into one chunk's delta: the content, and each
+// call's start (id, type, name) and argument fragments, in order.
+func (ts *toolStream) delta(evs []toolcall.Event) chatDelta {
+	var d chatDelta
+	var content strings.Builder
+	for _, e := range evs {
+		if e.Call < 0 {
+			content.WriteString(e.Content)
+			continue
+		}
+		if e.Call == len(ts.ids) {
+			ts.ids = append(ts.ids, newCallID(ts.format))
+			d.ToolCalls = append(d.ToolCalls, toolCallDelta{Index: e.Call, ID: ts.ids[e.Call], Type: "function",
+				Function: toolFunctionDelta{Name: e.Name, Arguments: e.Arguments}})
+			continue
+		}
+		if n := len(d.ToolCalls); n > 0 && d.ToolCalls[n-1].Index == e.Call {
+			d.ToolCalls[n-1].Function.Arguments += e.Arguments
+			continue
+		}
+		d.ToolCalls = append(d.ToolCalls, toolCallDelta{Index: e.Call, Function: toolFunctionDelta{Arguments: e.Arguments}})
+	}
+	if content.Len() > 0 {
+		s := content.String()
+		d.Content = &s
+	}
+	return d
 }
 
 // responseHead is what every response and chunk of a request repeats.

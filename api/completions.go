@@ -265,12 +265,12 @@ func (tc *textChunks) opening(gen *generation) []textChoice {
 	return out
 }
 
-func (tc *textChunks) text(c *choice, text string, entries []tokenEntry) textChoice {
+func (tc *textChunks) text(c *choice, text string, entries []tokenEntry) (textChoice, bool) {
 	ch := textChoice{Index: c.index, Text: text}
 	if tc.f.logprobs >= 0 {
 		ch.Logprobs = legacyLogprobs(tc.tok, c, entries, tc.offsets[c.index])
 	}
-	return ch
+	return ch, true
 }
 
 func (*textChunks) finish(c *choice, reason string) textChoice {

@@ -226,6 +226,9 @@ func (c templateChat) RenderChat(messages []map[string]any, tools []any, addGen 
 	return c.t.Render(chat.Input{Messages: messages, Tools: tools, AddGenerationPrompt: addGen, BOSToken: "<s>", EOSToken: "</s>"})
 }
 
+// ChatTemplateSource tells the server the template's tool-call format.
+func (c templateChat) ChatTemplateSource() string { return c.t.Source() }
+
 // chatMLRaising is ChatML that refuses a message whose content is "boom",
 // as real templates refuse, say, roles out of order.
 const chatMLRaising = `{%- for message in messages %}{%- if message['content'] == 'boom' %}{{ raise_exception('boom is not allowed') }}{%- endif %}` +
@@ -252,6 +255,12 @@ type fakeServer struct {
 
 func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServer {
 	tb.Helper()
+	return newFakeServerWith(tb, o, templateChatOf(tb), setup)
+}
+
+// newFakeServerWith is newFakeServer with another chat renderer.
+func newFakeServerWith(tb testing.TB, o Options, renderer ChatRenderer, setup func(*fakeEngine)) *fakeServer {
+	tb.Helper()
 	tk := testTokenizer(tb)
 	eng := newFakeEngine(tk)
 	if setup != nil {
@@ -261,7 +270,7 @@ func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServe
 		o.Version = "test-version"
 	}
 	s := New(o)
-	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: templateChatOf(tb), Engine: eng}); err != nil {
+	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: renderer, Engine: eng}); err != nil {
 		tb.Fatal(err)
 	}
 	hs := httptest.NewServer(s)

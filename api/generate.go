@@ -11,6 +11,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/toolcall"
 )
 
 // prompt is one tokenized prompt of a request.
@@ -50,6 +51,16 @@ type choice struct {
 	entries  []tokenEntry // entries released so far
 	tokens   int          // generated tokens received
 	finish   string       // "" while running
+	// tools finds the tool calls in a streamed choice; nil without tools.
+	tools *toolStream
+}
+
+// toolStream is a streamed choice's tool calls: the parser and the ids
+// given to the calls it has found.
+type toolStream struct {
+	format toolcall.Format
+	parser *toolcall.Parser
+	ids    []string
 }
 
 // addToken decodes t and returns the text that can be emitted now, the
@@ -250,9 +261,12 @@ func (s *Server) startGeneration(ctx context.Context, m *Model, route string, pr
 				prompt:   pi,
 				cancel:   cancel,
 				stream:   st,
-				dec:      m.Tokenizer.NewDecoderWith(decodeOptions(g.output)),
+				dec:      m.Tokenizer.NewDecoderWith(decodeOptions(g.output != nil, g.render)),
 				stops:    g.stop,
 				logprobs: g.logprobs,
+			}
+			if g.tools.active() {
+				c.tools = &toolStream{format: g.tools.style.format, parser: g.tools.style.format.NewParser()}
 			}
 			gen.choices = append(gen.choices, c)
 			gen.forward(c)

@@ -128,8 +128,8 @@ func TestTwoModels(t *testing.T) {
 			}
 			c := decode[chatCompletion](t, b)
 			word := map[string]string{"alpha": " Hello", "beta": " world"}[tc.engine]
-			if c.Model != tc.answer || c.Choices[0].Message.Content != word {
-				t.Errorf("model %q content %q; want %q from %s", c.Model, c.Choices[0].Message.Content, tc.answer, tc.engine)
+			if c.Model != tc.answer || deref(c.Choices[0].Message.Content) != word {
+				t.Errorf("model %q content %q; want %q from %s", c.Model, deref(c.Choices[0].Message.Content), tc.answer, tc.engine)
 			}
 			for id, e := range engines {
 				reqs := e.requests()

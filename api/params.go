@@ -47,6 +47,10 @@ type genRequest struct {
 	// output is the grammar the output must follow (response_format, or a
 	// tool call that must be made); nil generates freely.
 	output *outputGrammar
+	// tools says how the output's tool calls are found; nil for none.
+	tools *toolRequest
+	// render are control tokens the output writes out (tool-call markers).
+	render []tokenizer.ID
 
 	// Set by acquire: the id responses report, and the lease of the
 	// adapter the model names (nil for the base model).

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,9 +20,11 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	_ "github.com/ruvllm/ruvllm/backends/native" // opened by name
+	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/chat"
 )
 
 // storiesGreedy is what stories260K continues "Once upon a time" with,
@@ -62,6 +65,11 @@ type realOptions struct {
 	// shared, when set, names another model file of ../shared to serve
 	// (its id is the file name without .gguf).
 	shared []string
+	// template, when set, names a real chat template of ../shared/templates
+	// to render chats with instead of the model's.
+	template string
+	// maxLen is each sequence's context (0: 512).
+	maxLen int
 }
 
 func startRealServer(t *testing.T, o realOptions) *realServer {
@@ -74,14 +82,29 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		m = testmodel.Shared(t, o.shared...)
 		id = m.ID()
 	}
-	b := testmodel.Backend(t, "native", m, backends.Options{Threads: 1})
+	maxLen := 512
+	if o.maxLen > 0 {
+		maxLen = o.maxLen
+	}
+	b := testmodel.Backend(t, "native", m, backends.Options{Threads: 1, KVTokens: max(o.parallel, 1) * maxLen})
 	tok := m.Tokenizer
-	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: 512, IsEOG: tok.IsEOG})
+	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: o.parallel, QueueSize: o.queue, MaxLen: maxLen, IsEOG: tok.IsEOG})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
 	am := &Model{ID: id, Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
+	if o.template != "" {
+		src, err := os.ReadFile(shared.Path(t, "templates", o.template))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := chat.Parse(string(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		am.Chat = templateChat{tmpl}
+	}
 	if o.wrap != nil {
 		am.Engine = o.wrap(eng)
 	}
@@ -101,8 +124,13 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	client := sdkClient(hs.URL)
 	return &realServer{Server: hs, engine: eng, client: client, model: m, id: id, adapters: am.Adapters}
+}
+
+// sdkClient is the OpenAI SDK pointed at a test server.
+func sdkClient(url string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 }
 
 func userMessage(s string) []openai.ChatCompletionMessageParamUnion {

@@ -33,6 +33,7 @@ func (s *Server) AddModel(m *Model) error {
 	if m.vocabs == nil {
 		m.vocabs = &vocabCache{}
 	}
+	m.tools = detectToolStyle(m.Chat)
 	s.addMu.Lock()
 	defer s.addMu.Unlock()
 	old := s.models.Load()

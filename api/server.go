@@ -63,6 +63,9 @@ type Model struct {
 	// vocabs caches the vocabularies of constrained outputs; AddModel
 	// makes it.
 	vocabs *vocabCache
+	// tools is how the model's template treats tools, which AddModel
+	// reads from the template.
+	tools toolStyle
 }
 
 // Defaults of Options.

@@ -84,8 +84,8 @@ type chunkShape[C any] interface {
 	// chunk of its own: chat's role deltas, text's echoed prompts.
 	opening(gen *generation) []C
 	// text is a choice carrying new text of c and the entries released
-	// with it.
-	text(c *choice, text string, entries []tokenEntry) C
+	// with it; false when there is nothing to send yet (text held back).
+	text(c *choice, text string, entries []tokenEntry) (C, bool)
 	// finish is the choice that ends c.
 	finish(c *choice, reason string) C
 }
@@ -141,7 +141,11 @@ func (s *sseSink[C]) begin(gen *generation) error {
 }
 
 func (s *sseSink[C]) text(c *choice, text string, entries []tokenEntry) error {
-	return s.send(s.shape.text(c, text, entries))
+	ch, ok := s.shape.text(c, text, entries)
+	if !ok {
+		return nil
+	}
+	return s.send(ch)
 }
 
 func (s *sseSink[C]) finish(c *choice, reason string) error {

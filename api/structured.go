@@ -137,7 +137,7 @@ func (m *Model) grammarVocab(render []tokenizer.ID) *grammar.Vocabulary {
 		return v
 	}
 	t := m.Tokenizer
-	o := decodeOptions(&outputGrammar{render: render})
+	o := decodeOptions(true, render)
 	n := len(t.Vocab().Tokens)
 	pieces := make([]string, n)
 	var eog []int32
@@ -167,12 +167,8 @@ func (out *outputGrammar) constraint(m *Model) func() backends.Constraint {
 }
 
 // decodeOptions are how a choice's tokens become text: as continuations of
-// the prompt and, under a grammar, byte for byte what the grammar saw.
-func decodeOptions(out *outputGrammar) tokenizer.DecodeOptions {
-	o := tokenizer.DecodeOptions{Continuation: true}
-	if out != nil {
-		o.NoCleanSpaces = true
-		o.Render = slices.Clone(out.render)
-	}
-	return o
+// the prompt, with the render tokens written out and, under a grammar
+// (constrained), byte for byte what the grammar saw.
+func decodeOptions(constrained bool, render []tokenizer.ID) tokenizer.DecodeOptions {
+	return tokenizer.DecodeOptions{Continuation: true, NoCleanSpaces: constrained, Render: slices.Clone(render)}
 }

@@ -117,7 +117,7 @@ func TestChatCompletion(t *testing.T) {
 	if got.Created < before || got.Created > time.Now().Unix() {
 		t.Errorf("created %d is not now in seconds", got.Created)
 	}
-	if len(got.Choices) != 1 || got.Choices[0].Message.Content != " Hello world!" || got.Choices[0].Message.Role != "assistant" || got.Choices[0].FinishReason != "stop" {
+	if len(got.Choices) != 1 || deref(got.Choices[0].Message.Content) != " Hello world!" || got.Choices[0].Message.Role != "assistant" || got.Choices[0].FinishReason != "stop" {
 		t.Errorf("choices %+v", got.Choices)
 	}
 	reqs := fs.eng.requests()
@@ -253,7 +253,7 @@ func TestStopStrings(t *testing.T) {
 			}
 		} else {
 			c := decode[chatCompletion](t, b)
-			text, finish = c.Choices[0].Message.Content, c.Choices[0].FinishReason
+			text, finish = deref(c.Choices[0].Message.Content), c.Choices[0].FinishReason
 		}
 		if text != " Hello " || finish != "stop" || strings.Contains(string(b), "TOP") {
 			t.Errorf("stream %v: text %q finish %q", stream, text, finish)
@@ -274,7 +274,7 @@ func TestChatLogprobs(t *testing.T) {
 	}
 	c := decode[chatCompletion](t, b)
 	lp := c.Choices[0].Logprobs
-	if c.Choices[0].Message.Content != " Helloé" || lp == nil || len(lp.Content) != 3 {
+	if deref(c.Choices[0].Message.Content) != " Helloé" || lp == nil || len(lp.Content) != 3 {
 		t.Fatalf("logprobs %s", b)
 	}
 	if e := lp.Content[0]; e.Token != " Hello" || e.Logprob != -0.25 || !slices.Equal(e.Bytes, byteList(" Hello")) || len(e.TopLogprobs) != 2 {
@@ -318,7 +318,7 @@ func TestSamplingParameters(t *testing.T) {
 	}
 	c := decode[chatCompletion](t, b)
 	for i, ch := range c.Choices {
-		if ch.Index != i || ch.FinishReason != "length" || ch.Message.Content != " Hello Hello Hello" {
+		if ch.Index != i || ch.FinishReason != "length" || deref(ch.Message.Content) != " Hello Hello Hello" {
 			t.Errorf("choice %+v", ch)
 		}
 	}

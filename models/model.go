@@ -118,6 +118,10 @@ func (m *Model) RenderChat(messages []map[string]any, tools []any, addGeneration
 	})
 }
 
+// ChatTemplateSource is the source of the model's chat template, from
+// which the API tells how the model writes tool calls.
+func (m *Model) ChatTemplateSource() string { return m.Template.Source() }
+
 func tokenText(v *tokenizer.Vocab, id tokenizer.ID) string {
 	if id < 0 || int(id) >= len(v.Tokens) {
 		return ""

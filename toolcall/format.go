@@ -107,10 +107,14 @@ func SystemPrompt(tools []any) string {
 	return b.String()
 }
 
+// MaxParallelCalls bounds the calls of one output under Grammar, so that a
+// model that would go on calling ends.
+const MaxParallelCalls = 8
+
 // Grammar is the grammar of an output that calls tools of the list, in the
-// format: at least one call, at most one unless parallel (Llama 3.x writes
-// one call at a time). Each call names a tool and gives arguments its
-// parameters schema accepts.
+// format: at least one call, at most one unless parallel (then at most
+// MaxParallelCalls; Llama 3.x writes one call at a time). Each call names a
+// tool and gives arguments its parameters schema accepts.
 func (f Format) Grammar(tools []Tool, parallel bool) (*grammar.Grammar, error) {
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("toolcall: no tools to call")
@@ -138,7 +142,7 @@ func (f Format) Grammar(tools []Tool, parallel bool) (*grammar.Grammar, error) {
 		if !parallel {
 			return call
 		}
-		return grammar.Seq(call, grammar.Repeat(grammar.Seq(grammar.Lit(sep), call), 0, -1))
+		return grammar.Seq(call, grammar.Repeat(grammar.Seq(grammar.Lit(sep), call), 0, MaxParallelCalls-1))
 	}
 	var root *grammar.Expr
 	switch f {
@@ -146,7 +150,7 @@ func (f Format) Grammar(tools []Tool, parallel bool) (*grammar.Grammar, error) {
 		block := grammar.Seq(grammar.Lit("<tool_call>\n"), call, grammar.Lit("\n</tool_call>"))
 		root = block
 		if parallel {
-			root = grammar.Seq(block, grammar.Repeat(grammar.Seq(grammar.Lit("\n"), block), 0, -1))
+			root = grammar.Seq(block, grammar.Repeat(grammar.Seq(grammar.Lit("\n"), block), 0, MaxParallelCalls-1))
 		}
 	case Llama3:
 		root = call

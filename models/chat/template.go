@@ -41,7 +41,12 @@ type Input struct {
 type Template struct {
 	tpl      *exec.Template
 	literals map[string]string
+	src      string
 }
+
+// Source is the template's Jinja source, which tells what else the model
+// was taught (how it writes tool calls, say).
+func (t *Template) Source() string { return t.src }
 
 // ErrTemplate marks every error that comes from the template itself: syntax
 // errors, raise_exception and failures while rendering.
@@ -89,7 +94,7 @@ func Parse(src string) (t *Template, err error) {
 	if err := rewriteTree(tpl.Root()); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTemplate, err)
 	}
-	return &Template{tpl: tpl, literals: literals}, nil
+	return &Template{tpl: tpl, literals: literals, src: src}, nil
 }
 
 // jinjaConfig is Jinja2 configured as transformers configures it.
