@@ -3,12 +3,12 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/ruvllm/ruvllm/internal/schematest"
 )
 
 // structuredSchemas are the response formats the structured-output tests
@@ -25,38 +25,6 @@ var structuredSchemas = []struct{ name, schema string }{
 	{"dates", `{"type":"array","items":{"type":"object","properties":{"day":{"type":"string","format":"date"},"id":{"type":"string","format":"uuid"},
 		"score":{"type":"number","minimum":-2.5,"maximum":7.25}},"required":["day","id","score"],"additionalProperties":false},"minItems":1,"maxItems":3}`},
 	{"map", `{"type":"object","additionalProperties":{"type":"integer"}}`},
-}
-
-// compileValidator compiles schema with a JSON-schema validator that
-// asserts formats.
-func compileValidator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// validateOutput fails unless out is one JSON value valid under s.
-func validateOutput(t *testing.T, s *jsonschema.Schema, out string) {
-	t.Helper()
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
-	if err != nil {
-		t.Fatalf("%q is not JSON: %v", out, err)
-	}
-	if err := s.Validate(inst); err != nil {
-		t.Fatalf("%q is not valid: %v", out, err)
-	}
 }
 
 // structuredModels are the models the structured outputs are checked on:
@@ -86,7 +54,7 @@ func TestStructuredOutputs(t *testing.T) {
 				if rs.id == "llama-2-tiny-random" && i > 1 {
 					break // its 32000 logits take long on its width of 8; two schemas will do
 				}
-				val := compileValidator(t, sc.schema)
+				val := schematest.Compile(t, sc.schema)
 				var schema map[string]any
 				if err := json.Unmarshal([]byte(sc.schema), &schema); err != nil {
 					t.Fatal(err)
@@ -105,7 +73,7 @@ func TestStructuredOutputs(t *testing.T) {
 						t.Fatalf("%s: %v", sc.name, err)
 					}
 					out := r.Choices[0].Message.Content
-					validateOutput(t, val, out)
+					schematest.Check(t, val, out)
 					if r.Choices[0].FinishReason != "stop" {
 						t.Errorf("%s: finish %q", sc.name, r.Choices[0].FinishReason)
 					}
@@ -118,7 +86,7 @@ func TestStructuredOutputs(t *testing.T) {
 						t.Fatalf("%s stream: %v", sc.name, err)
 					}
 					got := acc.Choices[0].Message.Content
-					validateOutput(t, val, got)
+					schematest.Check(t, val, got)
 					// Only stories260K's logits are the same whether the
 					// prompt was prefilled or found cached; a random model's
 					// near ties can go either way.
@@ -136,7 +104,7 @@ func TestStructuredOutputs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				validateOutput(t, val, r.Choices[0].Message.Content)
+				schematest.Check(t, val, r.Choices[0].Message.Content)
 			}
 			// json_object gives an object.
 			for _, temp := range []float64{0, 1.5} {

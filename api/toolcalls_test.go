@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/schematest"
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -174,7 +175,7 @@ func toolValidators(t *testing.T) map[string]*jsonschema.Schema {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[tool.OfFunction.Function.Name] = compileValidator(t, string(b))
+		out[tool.OfFunction.Function.Name] = schematest.Compile(t, string(b))
 	}
 	return out
 }
@@ -233,7 +234,7 @@ func TestToolChoiceRealModel(t *testing.T) {
 								if val == nil {
 									t.Fatalf("%s: a call of %q", how, c.Function.Name)
 								}
-								validateOutput(t, val, c.Function.Arguments)
+								schematest.Check(t, val, c.Function.Arguments)
 							}
 						}
 						if temp == 0 {

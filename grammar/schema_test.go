@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/ruvllm/ruvllm/internal/schematest"
 )
 
 // testSchemas cover every supported keyword; valid are outputs the
@@ -86,43 +86,6 @@ var testSchemas = []struct {
 	{"empty object", `{"type":"object","properties":{},"additionalProperties":false}`, []string{`{}`}},
 }
 
-// validator compiles schema with a JSON-schema validator that asserts
-// formats too.
-func validator(t *testing.T, schema string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatalf("the validator refuses the schema: %v", err)
-	}
-	return s
-}
-
-// checkValid fails unless out is one JSON value valid under s.
-func checkValid(t *testing.T, s *jsonschema.Schema, out string) {
-	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(out))
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		t.Fatalf("%q is not one JSON value: %v", out, err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(inst); err != nil {
-		t.Fatalf("%q is not valid: %v", out, err)
-	}
-}
-
 // testVocabulary is every single byte, JSON-ish pieces, and pieces that
 // hold parts of multi-byte characters, so that walks can write any valid
 // output and meet characters split across tokens.
@@ -187,9 +150,9 @@ func TestSchemaOutputsValidate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			val := validator(t, tc.schema)
+			val := schematest.Compile(t, tc.schema)
 			for _, ex := range tc.valid {
-				checkValid(t, val, ex)
+				schematest.Check(t, val, ex)
 				if m := NewMatcher(g, v); !m.AcceptBytes(ex) || !m.Matched() {
 					t.Errorf("the grammar does not match %q", ex)
 				}
@@ -199,7 +162,7 @@ func TestSchemaOutputsValidate(t *testing.T) {
 				if !whole {
 					t.Fatalf("walk %d ended before a whole match: %q", i, out)
 				}
-				checkValid(t, val, out)
+				schematest.Check(t, val, out)
 			}
 		})
 	}

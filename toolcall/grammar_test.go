@@ -8,6 +8,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/ruvllm/ruvllm/grammar"
+	"github.com/ruvllm/ruvllm/internal/schematest"
 )
 
 var testTools = []Tool{
@@ -33,17 +34,7 @@ func TestGrammarCalls(t *testing.T) {
 		if params == "" {
 			params = `{"type":"object"}`
 		}
-		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(params))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := jsonschema.NewCompiler()
-		if err := c.AddResource("s.json", doc); err != nil {
-			t.Fatal(err)
-		}
-		if validators[tool.Name], err = c.Compile("s.json"); err != nil {
-			t.Fatal(err)
-		}
+		validators[tool.Name] = schematest.Compile(t, params)
 	}
 	mask := make([]uint64, v.MaskWords())
 	for _, f := range []Format{Generic, Hermes, Llama3, Mistral} {
@@ -83,13 +74,7 @@ func TestGrammarCalls(t *testing.T) {
 					if val == nil {
 						t.Fatalf("%s: a call of %q", f, c.Name)
 					}
-					inst, err := jsonschema.UnmarshalJSON(strings.NewReader(c.Arguments))
-					if err != nil {
-						t.Fatalf("%s: arguments %q: %v", f, c.Arguments, err)
-					}
-					if err := val.Validate(inst); err != nil {
-						t.Fatalf("%s: arguments %q of %s: %v", f, c.Arguments, c.Name, err)
-					}
+					schematest.Check(t, val, c.Arguments)
 				}
 			}
 			if parallel && f != Llama3 && !many {

@@ -200,31 +200,10 @@ func (p *Parser) between(evs []Event, final bool) ([]Event, bool) {
 	}
 	switch p.f {
 	case Hermes:
-		return p.marked(evs, final, "<tool_call>", "</tool_call>")
+		return p.marked(evs, final, "<tool_call>", false)
 	case Mistral:
-		i := strings.Index(buf[p.pos:], "[TOOL_CALLS]")
-		if i < 0 {
-			return p.contentUpTo(evs, final, "[TOOL_CALLS]"), true
-		}
-		evs = p.emitContent(evs, buf[p.pos:p.pos+i])
-		mark := p.pos + i
-		p.pos = mark
-		j := skipWS(buf, mark+len("[TOOL_CALLS]"))
-		if j < len(buf) && buf[j] == '[' {
-			j = skipWS(buf, j+1)
-			p.inList = true
-		}
-		if j == len(buf) {
-			p.inList = false
-			if final {
-				p.err = true
-				return evs, false
-			}
-			return evs, true
-		}
 		// [TOOL_CALLS][{...}, ...], or [TOOL_CALLS]name[ARGS]{...}.
-		p.pos = j
-		return p.startCall(evs, mark), false
+		return p.marked(evs, final, "[TOOL_CALLS]", true)
 	case Llama3, Generic:
 		if p.llamaDone || p.content {
 			evs = p.emitContent(evs, buf[p.pos:])
@@ -263,9 +242,9 @@ func (p *Parser) between(evs []Event, final bool) ([]Event, bool) {
 	return evs, true
 }
 
-// marked reads content up to open, then a call between open and close
-// (Hermes' <tool_call> blocks).
-func (p *Parser) marked(evs []Event, final bool, open, close string) ([]Event, bool) {
+// marked reads content up to the marker open, then the start of a call:
+// after the marker, or (list) in the list that may follow it.
+func (p *Parser) marked(evs []Event, final bool, open string, list bool) ([]Event, bool) {
 	buf := p.buf
 	i := strings.Index(buf[p.pos:], open)
 	if i < 0 {
@@ -275,7 +254,12 @@ func (p *Parser) marked(evs []Event, final bool, open, close string) ([]Event, b
 	p.pos += i
 	mark := p.pos
 	j := skipWS(buf, p.pos+len(open))
+	if list && j < len(buf) && buf[j] == '[' {
+		j = skipWS(buf, j+1)
+		p.inList = true
+	}
 	if j == len(buf) {
+		p.inList = false
 		if final {
 			p.err = true
 			return evs, false
