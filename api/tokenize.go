@@ -135,7 +135,16 @@ func (s *Server) tokenizeVLLM(w http.ResponseWriter, f *fields, m *Model) error 
 				return unsupported(name, "%s is not supported by this server's /tokenize", name)
 			}
 		}
-		text, err := renderChat(m, messages, tools.templateTools(), addGen)
+		// The prompt a chat completion with these tools (and
+		// tool_choice auto) would get.
+		tr := &toolRequest{tools: tools, style: m.tools, choice: "auto"}
+		if len(tools) == 0 {
+			tr.choice = "none"
+		}
+		text, err := renderChat(m, tr.prepareMessages(messages, false), tr.templateTools(), addGen)
+		if err != nil && tr.active() && !tr.style.knows {
+			text, err = renderChat(m, tr.prepareMessages(messages, true), tr.templateTools(), addGen)
+		}
 		if err != nil {
 			return err
 		}
