@@ -225,3 +225,28 @@ func ExampleExpr_String() {
 	fmt.Println(Seq(Opt(Lit("-")), Repeat(digit(), 1, -1), Alt(Lit("a"), Lit("b"))))
 	// Output: "-"? [0-9]+ ("a" | "b")
 }
+
+// TestWarmMaskAllocatesNothing checks the steady state of a decode step:
+// once its states and masks are known, Mask and Accept allocate nothing.
+func TestWarmMaskAllocatesNothing(t *testing.T) {
+	g, err := JSONSchema([]byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := []string{`{"text": "`, "a", "b", "é", "\xC3", "\xA9", " ab", `"}`, `"`, "}"}
+	v := NewVocabulary(pieces, nil)
+	m := NewMatcher(g, v)
+	mask := make([]uint64, v.MaskWords())
+	m.Mask(mask, 0)
+	m.Accept(0)
+	m.Mask(mask, 0)
+	m.Accept(6) // " ab": inside the string, where every step looks alike
+	if n := testing.AllocsPerRun(100, func() {
+		m.Mask(mask, 0)
+		m.Accept(1)
+		m.Mask(mask, 100)
+		m.Accept(2)
+	}); n != 0 {
+		t.Errorf("%v allocations per warm step", n)
+	}
+}
