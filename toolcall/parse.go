@@ -55,7 +55,12 @@ func (f Format) NewParser() *Parser { return &Parser{f: f} }
 // Parse splits a whole output into its content (trimmed) and its calls.
 func Parse(f Format, output string) (string, []Call) {
 	p := f.NewParser()
-	evs := append(p.Add(output), p.Finish()...)
+	return Assemble(append(p.Add(output), p.Finish()...))
+}
+
+// Assemble puts a parser's events back together: the content (trimmed)
+// and the calls.
+func Assemble(evs []Event) (string, []Call) {
 	var content strings.Builder
 	var calls []Call
 	for _, e := range evs {

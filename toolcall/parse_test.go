@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/internal/shared"
@@ -50,24 +49,20 @@ func streamEvents(t *testing.T, f Format, output string, r *rand.Rand) (string, 
 		rest = rest[n:]
 	}
 	evs = append(evs, p.Finish()...)
-	var content strings.Builder
-	var calls []Call
+	calls := 0
 	for _, e := range evs {
 		switch {
 		case e.Call < 0:
-			content.WriteString(e.Content)
-		case e.Call == len(calls):
+		case e.Call == calls:
 			if e.Name == "" {
 				t.Fatalf("call %d starts without its name: %+v", e.Call, e)
 			}
-			calls = append(calls, Call{Name: e.Name, Arguments: e.Arguments})
-		case e.Call == len(calls)-1 && e.Name == "":
-			calls[e.Call].Arguments += e.Arguments
-		default:
-			t.Fatalf("event %+v out of order after %d calls", e, len(calls))
+			calls++
+		case e.Call != calls-1 || e.Name != "":
+			t.Fatalf("event %+v out of order after %d calls", e, calls)
 		}
 	}
-	return strings.TrimSpace(content.String()), calls
+	return Assemble(evs)
 }
 
 // TestFamilyOutputs parses what each family's real template writes for
