@@ -43,6 +43,36 @@ type Config struct {
 	RopeDim       int     // dimensions of each head RoPE rotates
 	Rope          RopeType
 	TiedOutput    bool // no output.weight: the embedding matrix is reused
+	// RopeFactors, when set, divide the RoPE angles of each rotated pair
+	// (RopeDim/2 of them): Llama 3.1's "llama3" scaling computed from the
+	// rope.scaling keys of a file that does not hold them as
+	// rope_freqs.weight (which wins when present, as in llama.cpp).
+	RopeFactors []float32
+	// AttnScale multiplies the attention scores q·k: llama.cpp's
+	// 1/sqrtf(head_dim) unless the family says otherwise.
+	AttnScale float32
+
+	// What some families add; the zero values leave a llama block as is.
+
+	// EmbedScale multiplies the token embeddings before the first block
+	// (Gemma: sqrt(dim)); 0 means none.
+	EmbedScale float32
+	// AttnSoftCap caps the attention scores to (−c, c) by c·tanh(s/c)
+	// before the softmax (Gemma 2); FinalSoftCap caps the output logits
+	// likewise. 0 means no cap.
+	AttnSoftCap, FinalSoftCap float32
+	// SlidingWindow is how many positions a sliding-window layer attends
+	// to, its own included; SWALayers (one per layer, nil when there is no
+	// window) says which layers use it. RopeBaseSWA and RopeScaleSWA are
+	// the RoPE base and position scale of those layers.
+	SlidingWindow             int
+	SWALayers                 []bool
+	RopeBaseSWA, RopeScaleSWA float32
+}
+
+// Windowed reports whether layer l attends over the sliding window only.
+func (c *Config) Windowed(l int) bool {
+	return c.SlidingWindow > 0 && l < len(c.SWALayers) && c.SWALayers[l]
 }
 
 // Architecture is the description of the family c.Arch names: its tensors
@@ -85,9 +115,24 @@ func ReadConfig(f *gguf.File) (*Config, error) {
 	c.NormEps = r.float("attention.layer_norm_rms_epsilon", math.NaN())
 	c.RopeBase = r.float("rope.freq_base", 10000)
 	c.RopeScale = 1
-	if s := r.float("rope.scaling.factor", 0); s > 0 {
-		c.RopeScale = 1 / s
+	switch scaling := r.String("rope.scaling.type", "linear"); scaling {
+	case "none": // llama.cpp never scales positions then
+	case "llama3":
+		// The frequency factors, not a linear scale: convert_hf_to_gguf.py
+		// writes them as rope_freqs.weight; some converters leave the keys.
+		c.RopeFactors = Llama3RopeFactors(c.RopeDim, c.RopeBase, Llama3Scaling{
+			Factor:         r.float("rope.scaling.factor", 8),
+			LowFreqFactor:  r.float("rope.scaling.low_freq_factor", 1),
+			HighFreqFactor: r.float("rope.scaling.high_freq_factor", 4),
+			OriginalCtx:    r.int("rope.scaling.original_context_length", 8192),
+		})
+	default:
+		// linear, and yarn's position scale (its other terms are not run).
+		if s := r.float("rope.scaling.factor", 0); s > 0 {
+			c.RopeScale = 1 / s
+		}
 	}
+	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDim)))
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -148,6 +193,55 @@ func (r *KeyReader) Bool(k string, def bool) bool {
 		r.Fail("key %s is not a boolean (%v)", r.key(k), v.Any())
 	}
 	return b
+}
+
+// String reads a string key; a missing key gives def.
+func (r *KeyReader) String(k, def string) string {
+	v, ok := r.f.Get(r.key(k))
+	if !ok {
+		return def
+	}
+	s, ok := v.Str()
+	if !ok {
+		r.Fail("key %s is not a string (%v)", r.key(k), v.Any())
+	}
+	return s
+}
+
+// Has reports whether the file has the key.
+func (r *KeyReader) Has(k string) bool {
+	_, ok := r.f.Get(r.key(k))
+	return ok
+}
+
+// LayerPattern reads which of n layers a per-layer flag is set for, as
+// llama.cpp reads attention.sliding_window_pattern: an array of one bool
+// (or integer) per layer, or a period p, where every layer but the last
+// of each p is flagged (p = 0 flags them all, p = 1 none). A missing key
+// gives the period def.
+func (r *KeyReader) LayerPattern(k string, n, def int) []bool {
+	flags := make([]bool, n)
+	v, ok := r.f.Get(r.key(k))
+	if ok && v.Type == gguf.TypeArray {
+		xs, isInts := v.Ints()
+		bs, isBools := v.Any().([]bool)
+		switch {
+		case isBools && len(bs) == n:
+			copy(flags, bs)
+		case isInts && len(xs) == n:
+			for i, x := range xs {
+				flags[i] = x != 0
+			}
+		default:
+			r.Fail("key %s is not an array of %d flags", r.key(k), n)
+		}
+		return flags
+	}
+	p := r.int(k, def)
+	for l := range flags {
+		flags[l] = p == 0 || l%p < p-1
+	}
+	return flags
 }
 
 // Fail records an error of the architecture's keys unless one is recorded.

@@ -116,11 +116,20 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		}
 	})
 	t.Run("rope scaling", func(t *testing.T) {
-		kv := base()
-		kv["llama.rope.scaling.factor"] = float32(4)
-		c, err := ReadConfig(synthetic(t, kv))
-		if err != nil || c.RopeScale != 0.25 {
-			t.Fatalf("%v %+v", err, c)
+		for _, c := range []struct {
+			typ     string
+			scale   float32
+			factors bool
+		}{{"", 0.25, false}, {"linear", 0.25, false}, {"none", 1, false}, {"llama3", 1, true}} {
+			kv := base()
+			kv["llama.rope.scaling.factor"] = float32(4)
+			if c.typ != "" {
+				kv["llama.rope.scaling.type"] = c.typ
+			}
+			got, err := ReadConfig(synthetic(t, kv))
+			if err != nil || got.RopeScale != c.scale || (got.RopeFactors != nil) != c.factors {
+				t.Fatalf("type %q: %v %+v", c.typ, err, got)
+			}
 		}
 	})
 	errs := []struct {
@@ -136,6 +145,7 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		{"string count", func(m map[string]any) { m["llama.block_count"] = "four" }, "not a valid count"},
 		{"embd mismatch", func(m map[string]any) { m["llama.embedding_length"] = uint32(16) }, "has rows of 8"},
 		{"ragged layers", func(m map[string]any) { m["llama.feed_forward_length"] = []int32{16, 32} }, "differs between layers"},
+		{"rope type not a string", func(m map[string]any) { m["llama.rope.scaling.type"] = uint32(3) }, "not a string"},
 	}
 	for _, e := range errs {
 		t.Run(e.name, func(t *testing.T) {
