@@ -194,9 +194,10 @@ func TestGGUFName(t *testing.T) {
 		{"model.layers.x.mlp.up_proj", ""},
 		{"model.layers.1.mlp.act", ""},
 	}
+	llama, _ := models.Lookup("llama")
 	for _, c := range cases {
 		t.Run(c.module, func(t *testing.T) {
-			got, err := GGUFName(c.module)
+			got, err := GGUFName(llama, c.module)
 			if c.want == "" {
 				if err == nil {
 					t.Fatalf("got %q, want an error", got)
@@ -206,7 +207,7 @@ func TestGGUFName(t *testing.T) {
 			if err != nil || got != c.want {
 				t.Fatalf("got %q, %v; want %q", got, err, c.want)
 			}
-			back, err := hfModule(got)
+			back, err := hfModule(llama, got)
 			if err != nil || back != c.module {
 				t.Fatalf("back to %q, %v", back, err)
 			}

@@ -95,12 +95,18 @@ func patternValue[V any](pattern map[string]V, module string) (V, bool) {
 }
 
 // GGUFName maps a Hugging Face module path ("model.layers.3.self_attn.q_proj",
-// "lm_head") to the GGUF name of its weight ("blk.3.attn_q.weight",
-// "output.weight"), as the roles of models name them.
-func GGUFName(module string) (string, error) {
-	r, layer, ok := models.RoleOfModule(module)
+// "lm_head") of a model of architecture a to the GGUF name of its weight
+// ("blk.3.attn_q.weight", "output.weight"), as the family names its roles.
+func GGUFName(a *models.Architecture, module string) (string, error) {
+	r, layer, ok := a.RoleOfModule(module)
 	if !ok {
-		return "", invalidf("module %q is not one an adapter can update (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj of model.layers.N, or lm_head)", module)
+		var known []string
+		for _, t := range a.Tensors {
+			if m := a.Module(t.Role, 0); m != "" {
+				known = append(known, strings.TrimPrefix(m, "model.layers.0."))
+			}
+		}
+		return "", invalidf("module %q is not one an adapter can update in a %s model (%s, of model.layers.N or the whole model)", module, a.Name, strings.Join(known, ", "))
 	}
 	return models.TensorName(r, layer), nil
 }
@@ -178,7 +184,7 @@ func ParsePEFT(config, weights []byte, cfg *models.Config) (*Adapter, error) {
 		if p.a == nil || p.b == nil {
 			return nil, invalidf("%s has only one of lora_A and lora_B", module)
 		}
-		name, err := GGUFName(module)
+		name, err := GGUFName(cfg.Architecture(), module)
 		if err != nil {
 			return nil, err
 		}
@@ -284,7 +290,7 @@ func (a *Adapter) WritePEFT(dir string, cfg *models.Config) error {
 	var tensors []SafeTensor
 	var modules []string
 	for _, t := range a.Targets() {
-		module, err := hfModule(t.Name)
+		module, err := hfModule(cfg.Architecture(), t.Name)
 		if err != nil {
 			return err
 		}
@@ -344,11 +350,11 @@ func (a *Adapter) WritePEFT(dir string, cfg *models.Config) error {
 	return err
 }
 
-// hfModule is the Hugging Face module path of a GGUF weight name, the
-// inverse of GGUFName.
-func hfModule(name string) (string, error) {
+// hfModule is the Hugging Face module path of a GGUF weight name in a
+// model of architecture a, the inverse of GGUFName.
+func hfModule(a *models.Architecture, name string) (string, error) {
 	if r, layer, ok := models.ParseTensorName(name); ok {
-		if m := models.Module(r, layer); m != "" {
+		if m := a.Module(r, layer); m != "" {
 			return m, nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -29,6 +30,46 @@ type Architecture struct {
 	Hyper func(r *KeyReader, c *Config)
 	// Tensors are the tensors of a file, whole-model and per block.
 	Tensors []TensorSpec
+	// HF names the Hugging Face modules of linear roles that this family's
+	// checkpoints name otherwise than the role does (RoleSpec.HF): Phi-3's
+	// ffn_up is "mlp.gate_up_proj".
+	HF map[Role]string
+}
+
+// Module is the Hugging Face module path of the linear layer of role r in
+// block layer (ignored for a whole-model role) of a model of this family,
+// as a PEFT adapter names it; "" when the family has no such layer or
+// adapters cannot address it.
+func (a *Architecture) Module(r Role, layer int) string {
+	s := r.Spec()
+	m, ok := a.HF[r]
+	if !ok {
+		m = s.HF
+	}
+	switch {
+	case !s.Linear || m == "" || !a.Has(r):
+		return ""
+	case s.Block:
+		return "model.layers." + strconv.Itoa(layer) + "." + m
+	}
+	return m
+}
+
+// RoleOfModule is the inverse of Module: the linear role of this family a
+// Hugging Face module path names, and its block (-1 for a whole-model
+// one): "model.layers.3.self_attn.q_proj" is AttnQ in block 3, "lm_head"
+// is Output.
+func (a *Architecture) RoleOfModule(module string) (r Role, layer int, ok bool) {
+	layer, _, ok = cutBlock(module, "model.layers.")
+	if !ok {
+		return 0, -1, false
+	}
+	for _, t := range a.Tensors {
+		if a.Module(t.Role, max(layer, 0)) == module && t.Role.Spec().Block == (layer >= 0) {
+			return t.Role, layer, true
+		}
+	}
+	return 0, -1, false
 }
 
 // TensorSpec is one tensor of an architecture.
@@ -182,8 +223,9 @@ var (
 		{Role: AttnV, Shape: shapeV},
 		{Role: AttnOut, Shape: shapeO},
 	}
-	// swigluTensors are a pre-norm SwiGLU MLP.
-	swigluTensors = []TensorSpec{
+	// gatedFFNTensors are a pre-norm gated MLP: SwiGLU in llama, GeGLU in
+	// Gemma.
+	gatedFFNTensors = []TensorSpec{
 		{Role: FFNNorm, Shape: shapeDim},
 		{Role: FFNGate, Shape: shapeFFNIn},
 		{Role: FFNUp, Shape: shapeFFNIn},

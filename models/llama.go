@@ -13,7 +13,7 @@ var llama = &Architecture{
 		[]TensorSpec{{Role: RopeFreqs, Shape: shapeRope, Optional: true}},
 		attentionTensors,
 		qkvBiases(true),
-		swigluTensors,
+		gatedFFNTensors,
 	),
 }
 

@@ -10,7 +10,7 @@ var qwen2 = &Architecture{
 		embedTensors,
 		attentionTensors,
 		qkvBiases(false),
-		swigluTensors,
+		gatedFFNTensors,
 	),
 }
 

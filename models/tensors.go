@@ -102,36 +102,6 @@ func cutBlock(name, prefix string) (layer int, rest string, ok bool) {
 	return n, rest, true
 }
 
-// RoleOfModule finds the linear role a Hugging Face module path names and
-// its block: "model.layers.3.self_attn.q_proj" is AttnQ in block 3,
-// "lm_head" is Output (block -1).
-func RoleOfModule(module string) (r Role, layer int, ok bool) {
-	layer, module, ok = cutBlock(module, "model.layers.")
-	if !ok {
-		return 0, -1, false
-	}
-	for i, s := range roles {
-		if s.Linear && s.HF != "" && s.HF == module && s.Block == (layer >= 0) {
-			return Role(i), layer, true
-		}
-	}
-	return 0, -1, false
-}
-
-// Module is the Hugging Face module path of the linear layer of role r in
-// block layer, the inverse of RoleOfModule; "" when adapters cannot
-// address it.
-func Module(r Role, layer int) string {
-	s := roles[r]
-	switch {
-	case !s.Linear || s.HF == "":
-		return ""
-	case s.Block:
-		return "model.layers." + strconv.Itoa(layer) + "." + s.HF
-	}
-	return s.HF
-}
-
 // The roles of the llama family, which most architectures share.
 var (
 	TokenEmbd  = DefineRole(RoleSpec{Name: "token_embd", Suffix: "weight"})                          // (vocab, dim)

@@ -16,6 +16,7 @@ func TestTensorNames(t *testing.T) {
 		{Output, -1, "output.weight", "lm_head"},
 		{RopeFreqs, -1, "rope_freqs.weight", ""},
 	}
+	llama, _ := Lookup("llama")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := TensorName(c.role, c.layer); got != c.name {
@@ -25,11 +26,11 @@ func TestTensorNames(t *testing.T) {
 			if !ok || r != c.role || l != c.layer {
 				t.Errorf("ParseTensorName = %v %d %v", r, l, ok)
 			}
-			if got := Module(c.role, c.layer); got != c.module {
+			if got := llama.Module(c.role, c.layer); got != c.module {
 				t.Errorf("Module = %q", got)
 			}
 			if c.module != "" {
-				r, l, ok := RoleOfModule(c.module)
+				r, l, ok := llama.RoleOfModule(c.module)
 				if !ok || r != c.role || l != c.layer {
 					t.Errorf("RoleOfModule = %v %d %v", r, l, ok)
 				}
@@ -43,7 +44,7 @@ func TestTensorNames(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"model.layers.3.self_attn.rotary_emb", "model.layers.x.mlp.up_proj", "lm_head.weight", "model.layers.3"} {
-		if r, l, ok := RoleOfModule(bad); ok {
+		if r, l, ok := llama.RoleOfModule(bad); ok {
 			t.Errorf("RoleOfModule(%q) = %v %d, want not ok", bad, r, l)
 		}
 	}
