@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,6 +130,37 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 			got, err := ReadConfig(synthetic(t, kv))
 			if err != nil || got.RopeScale != c.scale || (got.RopeFactors != nil) != c.factors {
 				t.Fatalf("type %q: %v %+v", c.typ, err, got)
+			}
+		}
+	})
+	t.Run("sliding window pattern", func(t *testing.T) {
+		for _, c := range []struct {
+			pattern any
+			want    []bool
+		}{
+			{nil, []bool{true, false, true, false}}, // gemma2's period 2
+			{uint32(3), []bool{true, true, false, true}},
+			{uint32(0), []bool{true, true, true, true}},
+			{uint32(1), []bool{false, false, false, false}},
+			{[]bool{false, true, true, false}, []bool{false, true, true, false}},
+			{[]int32{1, 0, 0, 1}, []bool{true, false, false, true}},
+		} {
+			kv := base()
+			kv["general.architecture"] = "gemma2"
+			for k, v := range kv {
+				if rest, ok := strings.CutPrefix(k, "llama."); ok {
+					delete(kv, k)
+					kv["gemma2."+rest] = v
+				}
+			}
+			kv["gemma2.block_count"] = uint32(4)
+			kv["gemma2.attention.sliding_window"] = uint32(16)
+			if c.pattern != nil {
+				kv["gemma2.attention.sliding_window_pattern"] = c.pattern
+			}
+			got, err := ReadConfig(synthetic(t, kv))
+			if err != nil || !slices.Equal(got.SWALayers, c.want) || got.SlidingWindow != 16 || got.Windowed(0) != c.want[0] {
+				t.Fatalf("pattern %v: %v %+v", c.pattern, err, got)
 			}
 		}
 	})

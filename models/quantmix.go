@@ -164,6 +164,15 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		case is("Q4_K_S") && layer < n/8:
 			return kernels.Q5_K
 		}
+	case role == AttnQKV:
+		switch {
+		case is("Q3_K_M", "Q3_K_L"):
+			return kernels.Q4_K
+		case is("Q4_K_M"):
+			return kernels.Q5_K
+		case is("Q5_K_M"):
+			return kernels.Q6_K
+		}
 	case role == AttnOut:
 		switch {
 		case is("Q2_K"):

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -13,19 +14,70 @@ import (
 )
 
 // Shape is the size of a model, for random-weight models that let speed be
-// measured on real shapes without a download.
+// measured on real shapes without a download, and tests run on every
+// family.
 type Shape struct {
 	Name string
 	// Arch is the architecture; "" means llama.
 	Arch                                         string
 	Dim, Layers, Heads, KVHeads, FFN, Vocab, Ctx int
+	// HeadDim is the size of a query and key head when it is not
+	// Dim/Heads (Qwen3, Gemma); 0 means Dim/Heads.
+	HeadDim int
+	// Tied leaves the output projection out: the token embeddings project
+	// to the logits, as in the small Qwen3, Gemma and Llama 3.2 models.
+	Tied bool
+	// Keys are the family's other hyperparameters, named without the
+	// "<arch>." prefix ("attention.sliding_window", "rope.freq_base"): they
+	// are written after synth's own, which they replace. Under another
+	// --arch the ones it does not read are left unread.
+	Keys map[string]any
+	// Llama3, when set, is Llama 3.1's RoPE scaling, written as the
+	// rope.scaling keys, or as rope_freqs.weight when RopeFreqs is set, as
+	// llama.cpp's converter writes it (llama.cpp reads only that form).
+	Llama3    *Llama3Scaling
+	RopeFreqs bool
 }
 
-// Shapes are the shapes synth can write.
+// The hyperparameters of the real families' shapes.
+var (
+	qwen3Keys = map[string]any{"rope.freq_base": float32(1e6), "attention.layer_norm_rms_epsilon": float32(1e-6)}
+	llama3    = &Llama3Scaling{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalCtx: 8192}
+)
+
+// Shapes are the shapes synth can write: real models' (the names say
+// which) and tiny ones for tests. The tiny-FAMILY shapes (dim 64) make the
+// files of testdata whose llama.cpp references the parity tests replay:
+// their sliding windows (8) and soft-caps (0.5 for the scores, 2 for the
+// logits, which random weights keep small) are tiny too, so that they act.
 var Shapes = []Shape{
 	{Name: "llama-134m", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFN: 2048, Vocab: 32000, Ctx: 2048},
 	{Name: "tinyllama-1.1b", Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FFN: 5632, Vocab: 32000, Ctx: 2048},
 	{Name: "tiny", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 1024, Ctx: 512},
+	{Name: "llama-3.2-1b", Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 128256, Ctx: 131072, Tied: true,
+		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true},
+	{Name: "qwen3-0.6b", Arch: "qwen3", Dim: 1024, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128, FFN: 3072, Vocab: 151936,
+		Ctx: 40960, Tied: true, Keys: qwen3Keys},
+	{Name: "gemma-2-2b", Arch: "gemma2", Dim: 2304, Layers: 26, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 9216, Vocab: 256000,
+		Ctx: 8192, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(4096), "attention.layer_norm_rms_epsilon": float32(1e-6),
+			"attn_logit_softcapping": float32(50), "final_logit_softcapping": float32(30)}},
+	{Name: "gemma-3-1b", Arch: "gemma3", Dim: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256, FFN: 6912, Vocab: 262144,
+		Ctx: 32768, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(512), "rope.freq_base": float32(1e6),
+			"attention.layer_norm_rms_epsilon": float32(1e-6)}},
+	{Name: "phi-3-mini", Arch: "phi3", Dim: 3072, Layers: 32, Heads: 32, KVHeads: 32, FFN: 8192, Vocab: 32064, Ctx: 4096},
+	{Name: "tiny-llama3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512,
+		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true},
+	{Name: "tiny-llama3-keys", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512,
+		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3},
+	{Name: "tiny-qwen3", Arch: "qwen3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
+		Tied: true, Keys: qwen3Keys},
+	{Name: "tiny-gemma2", Arch: "gemma2", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
+		Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.layer_norm_rms_epsilon": float32(1e-6),
+			"attn_logit_softcapping": float32(0.5), "final_logit_softcapping": float32(2)}},
+	{Name: "tiny-gemma3", Arch: "gemma3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 1, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
+		Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.sliding_window_pattern": uint32(3),
+			"rope.freq_base": float32(1e6), "rope.freq_base_swa": float32(10000), "attention.layer_norm_rms_epsilon": float32(1e-6)}},
+	{Name: "tiny-phi3", Arch: "phi3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512},
 }
 
 // ShapeByName finds a shape of Shapes.
@@ -57,6 +109,9 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 		return fmt.Errorf("synth: %d heads, %d kv heads and dim %d do not fit", s.Heads, s.KVHeads, s.Dim)
 	}
 	headDim := s.Dim / s.Heads
+	if s.HeadDim > 0 {
+		headDim = s.HeadDim
+	}
 	cfg := &Config{Arch: s.Arch, ContextLength: s.Ctx, Dim: s.Dim, Layers: s.Layers, FFN: s.FFN,
 		Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: headDim, HeadDimV: headDim, VocabSize: s.Vocab, RopeDim: headDim}
 	w := gguf.NewWriter()
@@ -77,8 +132,27 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	set(key("attention.head_count"), uint32(s.Heads))
 	set(key("attention.head_count_kv"), uint32(s.KVHeads))
 	set(key("rope.dimension_count"), uint32(headDim))
+	if headDim != s.Dim/s.Heads {
+		set(key("attention.key_length"), uint32(headDim))
+		set(key("attention.value_length"), uint32(headDim))
+	}
 	set(key("rope.freq_base"), float32(10000))
 	set(key("attention.layer_norm_rms_epsilon"), float32(1e-5))
+	if l := s.Llama3; l != nil && !s.RopeFreqs {
+		set(key("rope.scaling.type"), "llama3")
+		set(key("rope.scaling.factor"), l.Factor)
+		set(key("rope.scaling.low_freq_factor"), l.LowFreqFactor)
+		set(key("rope.scaling.high_freq_factor"), l.HighFreqFactor)
+		set(key("rope.scaling.original_context_length"), uint32(l.OriginalCtx))
+	}
+	keys := make([]string, 0, len(s.Keys))
+	for k := range s.Keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		set(key(k), s.Keys[k])
+	}
 	tokens, scores, types := SyntheticSPMVocab(s.Vocab)
 	set("tokenizer.ggml.model", "llama")
 	set("tokenizer.ggml.tokens", tokens)
@@ -90,7 +164,7 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	set("tokenizer.ggml.add_bos_token", true)
 	set("tokenizer.ggml.add_eos_token", false)
 
-	plan := QuantPlan{Type: ft, Layers: s.Layers, GQA: s.Heads / s.KVHeads, HasOutput: true}
+	plan := QuantPlan{Type: ft, Layers: s.Layers, GQA: s.Heads / s.KVHeads, HasOutput: !s.Tied}
 	// add writes a tensor of the row-major shape: norm vectors are ones, as
 	// a trained model's are near, and everything else (matrices, biases) is
 	// uniform with the standard deviation 0.02 of llama's init (a uniform on
@@ -132,6 +206,7 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	var global, block []TensorSpec
 	for _, t := range arch.Tensors {
 		switch {
+		case t.Role == Output && s.Tied:
 		case t.Optional && t.Role != Output:
 		case t.Role.Spec().Block:
 			block = append(block, t)
@@ -166,6 +241,19 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	}
 	for _, t := range global[1:] {
 		if err := write(t, 0); err != nil {
+			return err
+		}
+	}
+	if s.Llama3 != nil && s.RopeFreqs {
+		factors := Llama3RopeFactors(headDim, float32(10000), *s.Llama3)
+		if b, ok := s.Keys["rope.freq_base"].(float32); ok {
+			factors = Llama3RopeFactors(headDim, b, *s.Llama3)
+		}
+		data := make([]byte, 4*len(factors))
+		for i, f := range factors {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(f))
+		}
+		if err := w.AddTensor(TensorName(RopeFreqs, 0), kernels.F32, []uint64{uint64(len(factors))}, data); err != nil {
 			return err
 		}
 	}

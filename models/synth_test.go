@@ -1,7 +1,9 @@
 package models
 
 import (
+	"cmp"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/kernels"
@@ -83,6 +85,85 @@ func TestSynthesizeAndQuantize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSynthesizeFamilies writes every tiny family shape and reads it back:
+// the description's tensors, nothing else, and the family's
+// hyperparameters as the shape gives them.
+func TestSynthesizeFamilies(t *testing.T) {
+	dir := t.TempDir()
+	f32, _ := ParseFileType("F32")
+	read := func(t *testing.T, name string) (*gguf.File, *Config) {
+		s, err := ShapeByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+".gguf")
+		if err := Synthesize(path, s, f32, 7, 2); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		c, err := ReadConfig(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ti := range f.Tensors {
+			names = append(names, ti.Name)
+		}
+		lay := c.Architecture().Layout(c, names, func(n string) ([]uint64, bool) {
+			if ti, ok := f.Tensor(n); ok {
+				return ti.Dims, true
+			}
+			return nil, false
+		})
+		if p := lay.Problems(); len(p) > 0 || len(lay.Unused) > 0 {
+			t.Errorf("layout problems %v, unused %v", p, lay.Unused)
+		}
+		if c.Arch != cmp.Or(s.Arch, "llama") || c.Dim != s.Dim || c.HeadDim != cmp.Or(s.HeadDim, s.Dim/s.Heads) || c.TiedOutput != s.Tied {
+			t.Errorf("config %+v", c)
+		}
+		return f, c
+	}
+	t.Run("tiny-qwen3", func(t *testing.T) {
+		_, c := read(t, "tiny-qwen3")
+		if c.RopeBase != 1e6 || c.NormEps != 1e-6 || c.SWALayers != nil || c.EmbedScale != 0 {
+			t.Errorf("%+v", c)
+		}
+	})
+	t.Run("tiny-gemma2", func(t *testing.T) {
+		_, c := read(t, "tiny-gemma2")
+		if c.EmbedScale != 8 || c.AttnSoftCap != 0.5 || c.FinalSoftCap != 2 || c.SlidingWindow != 8 ||
+			!slices.Equal(c.SWALayers, []bool{true, false, true}) || c.RopeBaseSWA != c.RopeBase {
+			t.Errorf("%+v", c)
+		}
+	})
+	t.Run("tiny-gemma3", func(t *testing.T) {
+		_, c := read(t, "tiny-gemma3")
+		if c.EmbedScale != 8 || c.AttnSoftCap != 0 || c.FinalSoftCap != 0 || c.SlidingWindow != 8 ||
+			!slices.Equal(c.SWALayers, []bool{true, true, false}) || c.RopeBase != 1e6 || c.RopeBaseSWA != 10000 {
+			t.Errorf("%+v", c)
+		}
+	})
+	t.Run("tiny-phi3", func(t *testing.T) { read(t, "tiny-phi3") })
+	t.Run("tiny-llama3", func(t *testing.T) {
+		// The factors llama.cpp reads from rope_freqs.weight are the ones
+		// computed from the keys.
+		f, _ := read(t, "tiny-llama3")
+		_, keyed := read(t, "tiny-llama3-keys")
+		ti, ok := f.Tensor(TensorName(RopeFreqs, 0))
+		if !ok {
+			t.Fatal("no rope_freqs.weight")
+		}
+		stored, _ := f.TensorF32(ti)
+		if !slices.Equal(stored, keyed.RopeFactors) || keyed.RopeScale != 1 {
+			t.Errorf("rope_freqs %v, from the keys %v (scale %g)", stored, keyed.RopeFactors, keyed.RopeScale)
+		}
+	})
 }
 
 func abs32(x float32) float32 {
