@@ -1,6 +1,8 @@
 package native
 
 import (
+	"math"
+
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/kvcache"
 )
@@ -42,6 +44,11 @@ type attnJob struct {
 	b     *Backend
 	layer int
 	span  int // query heads per task
+	// scale multiplies the scores; softCap (0: none) caps them to
+	// (−softCap, softCap) first; window (0: none) is how many positions,
+	// the query's own included, a query sees.
+	scale, softCap float32
+	window         int
 }
 
 // tasks sets the span of heads per task for n rows and returns the number
@@ -88,7 +95,9 @@ func (j *attnJob) Do(task, worker int) {
 	}
 }
 
-// head computes query head h of row r.
+// head computes query head h of row r. With a window, it reads only the
+// blocks that hold positions within it and masks the positions before it
+// in the first of them.
 func (j *attnJob) head(r, h, worker int) {
 	b, l := j.b, j.layer
 	bf, cfg := &b.buf, b.cfg
@@ -103,32 +112,36 @@ func (j *attnJob) head(r, h, worker int) {
 	q := bf.q[(r*heads+h)*hd:][:hd]
 	out := bf.att[(r*heads+h)*hd:][:hd]
 	s := &bf.attn[worker]
-	scores := s.scores[:n]
+	// Positions lo ≤ t < n are seen; blocks b0 ≤ i < nb are read, from
+	// position first = b0·bt.
+	lo := 0
+	if j.window > 0 {
+		lo = max(0, n-j.window)
+	}
+	b0, nb := lo/bt, (n+bt-1)/bt
+	first := b0 * bt
+	scores := s.scores[:n-first]
 	// The value dots run over the padded length, which ends at a block's
 	// end; the padding weights are 0 and the cells past n hold zeros,
 	// values of this pass's later tokens, or (in a block another sequence
 	// shares) its values: finite, so they add nothing.
-	nv := (n + attnPad - 1) / attnPad * attnPad
-	nb := (n + bt - 1) / bt
+	nv := (n+attnPad-1)/attnPad*attnPad - first
 	batched := sg.prompt
-	offs := s.offs[:nb]
-	for i, blk := range blocks[:nb] {
+	offs := s.offs[:nb-b0]
+	for i, blk := range blocks[b0:nb] {
 		offs[i] = p.ValueOffset(blk, l) + g*hd*bt
 	}
 
 	if p.Type() == kvcache.F16 {
 		kernels.FP32ToFP16Row(q, s.q16)
-		for i, blk := range blocks[:nb] {
+		for i, blk := range blocks[b0:nb] {
 			t0 := i * bt
-			kernels.DotHalvesRows(p.KeysF16(blk, l)[g*bt*hd:], hd, s.q16, scores[t0:min(t0+bt, n)], batched)
+			kernels.DotHalvesRows(p.KeysF16(blk, l)[g*bt*hd:], hd, s.q16, scores[t0:min(t0+bt, len(scores))], batched)
 		}
-		for t := range scores {
-			scores[t] *= b.attnScale
-		}
-		kernels.Softmax(scores)
+		j.weigh(scores, lo-first)
 		w := s.w16[:nv]
-		kernels.FP32ToFP16Row(scores, w[:n])
-		clear(w[n:])
+		kernels.FP32ToFP16Row(scores, w[:len(scores)])
+		clear(w[len(scores):])
 		kernels.DotHalvesPaged(p.ValueStoreF16(), offs, bt, bt, w, out, batched)
 		return
 	}
@@ -136,14 +149,33 @@ func (j *attnJob) head(r, h, worker int) {
 	if batched {
 		dot = kernels.GemmDotFloats
 	}
-	for i, blk := range blocks[:nb] {
+	for i, blk := range blocks[b0:nb] {
 		keys := p.KeysF32(blk, l)
-		for t := i * bt; t < min((i+1)*bt, n); t++ {
-			scores[t] = dot(keys[(g*bt+t-i*bt)*hd:][:hd], q) * b.attnScale
+		for t := range min(bt, len(scores)-i*bt) {
+			scores[i*bt+t] = dot(keys[(g*bt+t)*hd:][:hd], q)
+		}
+	}
+	j.weigh(scores, lo-first)
+	w := s.scores[:nv]
+	clear(w[len(scores):])
+	kernels.DotFloatsPaged(p.ValueStoreF32(), offs, bt, bt, w, out, batched)
+}
+
+// weigh turns the dot products of a query with the keys into attention
+// weights, as llama.cpp's graph does: the soft-cap when the model has one,
+// the positions before the window (the first masked of them) masked, then
+// softmax(scale·scores).
+func (j *attnJob) weigh(scores []float32, masked int) {
+	if j.softCap > 0 {
+		kernels.SoftCap(scores, j.softCap)
+	}
+	for t := range masked {
+		scores[t] = float32(math.Inf(-1))
+	}
+	if j.scale != 1 {
+		for t := range scores {
+			scores[t] *= j.scale
 		}
 	}
 	kernels.Softmax(scores)
-	w := s.scores[:nv]
-	clear(w[n:])
-	kernels.DotFloatsPaged(p.ValueStoreF32(), offs, bt, bt, w, out, batched)
 }

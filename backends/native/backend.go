@@ -2,7 +2,6 @@ package native
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
@@ -19,24 +18,26 @@ const logitsChunk = 16
 // Backend runs one model from its file mapping. It implements
 // backends.Backend; like any Backend it is driven by one goroutine at a time.
 type Backend struct {
-	cfg       *models.Config
-	w         *weights
-	block     blockFunc // the architecture's transformer block
-	pool      *kernels.Pool
-	rope      kernels.Rope
-	maxBatch  int
-	buf       buffers
-	attnJob   attnJob
-	swigluJob swigluJob
+	cfg      *models.Config
+	w        *weights
+	block    blockFunc // the architecture's transformer block
+	pool     *kernels.Pool
+	maxBatch int
+	buf      buffers
+	attnJob  attnJob
+	gluJob   gluJob
+	// rotary are the model's RoPEs with the angles of each row of a pass:
+	// one, and another for the sliding-window layers when their base or
+	// scale differs (Gemma 3); layerRotary is each layer's.
+	rotary      []rotary
+	layerRotary []int
 	// kv are the KV pools by precision, made by the first sequence of
 	// each; kvBytes and kvTokens size them.
 	kv       [2]*kvcache.Pool
 	kvBytes  int64
 	kvTokens int
-	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim), the root rounded first.
-	attnScale float32
-	call      uint64 // number of the current Forward, to find repeated sequences
-	closed    bool
+	call     uint64 // number of the current Forward, to find repeated sequences
+	closed   bool
 	// byName finds the matrices an adapter may update; made by the first
 	// SetAdapter.
 	byName map[string]*matrix
@@ -75,6 +76,9 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	if err != nil {
 		return nil, err
 	}
+	if w.global.vec(models.RopeFactorsLong) != nil || w.global.vec(models.RopeFactorsShort) != nil {
+		return nil, fmt.Errorf("native: the model's RoPE has long and short frequency factors (LongRoPE), which this backend does not run")
+	}
 	b := &Backend{
 		cfg:      cfg,
 		w:        w,
@@ -82,25 +86,60 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 		maxBatch: opt.MaxBatch,
 		kvBytes:  opt.KVBytes,
 		kvTokens: opt.KVTokens,
-		rope: kernels.Rope{
-			Dims:        cfg.RopeDim,
-			Base:        cfg.RopeBase,
-			FreqScale:   cfg.RopeScale,
-			NeoX:        cfg.Rope == models.RopeNeoX,
-			FreqFactors: w.global.vec(models.RopeFreqs),
-		},
 	}
+	b.setRotary()
 	b.attnJob.b = b
-	b.swigluJob.b = b
-	b.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
+	b.gluJob.b = b
 	if b.maxBatch == 0 {
 		b.maxBatch = backends.DefaultBatch
 	}
 	if err := b.buf.size(cfg, w, b.maxBatch); err != nil {
 		return nil, err
 	}
+	for i := range b.rotary {
+		b.rotary[i].cos = make([]float32, b.maxBatch*cfg.RopeDim/2)
+		b.rotary[i].sin = make([]float32, b.maxBatch*cfg.RopeDim/2)
+	}
 	b.pool = kernels.NewPool(opt.Threads)
 	return b, nil
+}
+
+// rotary is one RoPE of a model and the cosines and sines of its angles
+// at each row's position in a pass, (batch, rope_dim/2) each.
+type rotary struct {
+	kernels.Rope
+	cos, sin []float32
+}
+
+// setRotary sets up the RoPE of every layer: the model's, with Llama 3's
+// frequency factors from rope_freqs.weight or else from the rope.scaling
+// keys, and the sliding-window layers' own base and scale when they have
+// them.
+func (b *Backend) setRotary() {
+	cfg := b.cfg
+	factors := b.w.global.vec(models.RopeFreqs)
+	if factors == nil {
+		factors = cfg.RopeFactors
+	}
+	rope := kernels.Rope{
+		Dims:        cfg.RopeDim,
+		Base:        cfg.RopeBase,
+		FreqScale:   cfg.RopeScale,
+		NeoX:        cfg.Rope == models.RopeNeoX,
+		FreqFactors: factors,
+	}
+	b.rotary = []rotary{{Rope: rope}}
+	b.layerRotary = make([]int, cfg.Layers)
+	swa := rope
+	swa.Base, swa.FreqScale = cfg.RopeBaseSWA, cfg.RopeScaleSWA
+	for l := range b.layerRotary {
+		if cfg.Windowed(l) && (swa.Base != rope.Base || swa.FreqScale != rope.FreqScale) {
+			if len(b.rotary) == 1 {
+				b.rotary = append(b.rotary, rotary{Rope: swa})
+			}
+			b.layerRotary[l] = 1
+		}
+	}
 }
 
 // Model describes the loaded model.
@@ -135,12 +174,11 @@ type buffers struct {
 	xn     []float32     // (batch, dim): normalised input of a projection
 	q      []float32     // (batch, heads*head_dim)
 	k, v   []float32     // (batch, kv_heads*head_dim)
+	qkv    []float32     // (batch, rows of attn_qkv): nil without fused q, k, v
 	att    []float32     // (batch, heads*head_dim): attention output
 	proj   []float32     // (batch, dim): output of attn_output and ffn_down
 	gate   []float32     // (batch, ffn)
-	up     []float32     // (batch, ffn)
-	cos    []float32     // (batch, rope_dim/2): RoPE angles of each token's position
-	sin    []float32     // (batch, rope_dim/2)
+	up     []float32     // (batch, rows of ffn_up): ffn, or 2·ffn with the gate fused in
 	logits []float32     // (logitsChunk, vocab)
 	quant  []byte        // activations quantized for one matrix product
 	segs   []segment     // (batch): the runs of consecutive tokens of one sequence
@@ -156,7 +194,16 @@ type buffers struct {
 // size allocates the buffers for batches of n tokens.
 func (bf *buffers) size(cfg *models.Config, w *weights, n int) error {
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	floats := float64(n) * float64(3*cfg.Dim+2*qDim+2*kvDim+2*cfg.FFN+cfg.RopeDim)
+	qkvRows, upRows := 0, 0
+	for i := range w.blocks {
+		if m := w.blocks[i].mat(models.AttnQKV); m != nil {
+			qkvRows = max(qkvRows, m.rows)
+		}
+		if m := w.blocks[i].mat(models.FFNUp); m != nil {
+			upRows = max(upRows, m.rows)
+		}
+	}
+	floats := float64(n) * float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+2*cfg.RopeDim)
 	if floats*4 > 1<<36 {
 		return fmt.Errorf("native: a batch of %d tokens needs %.0f bytes of activations", n, floats*4)
 	}
@@ -165,12 +212,13 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n int) error {
 	bf.q = make([]float32, n*qDim)
 	bf.k = make([]float32, n*kvDim)
 	bf.v = make([]float32, n*kvDim)
+	if qkvRows > 0 {
+		bf.qkv = make([]float32, n*qkvRows)
+	}
 	bf.att = make([]float32, n*qDim)
 	bf.proj = make([]float32, n*cfg.Dim)
 	bf.gate = make([]float32, n*cfg.FFN)
-	bf.up = make([]float32, n*cfg.FFN)
-	bf.cos = make([]float32, n*cfg.RopeDim/2)
-	bf.sin = make([]float32, n*cfg.RopeDim/2)
+	bf.up = make([]float32, n*upRows)
 	bf.logits = make([]float32, min(n, logitsChunk)*cfg.VocabSize)
 	quant := 0
 	for _, m := range w.matrices() {

@@ -6,11 +6,12 @@ import (
 )
 
 // A transformer block is composed, per architecture, from the pieces in
-// this file, as llama.cpp's build_attn and build_ffn are: a family's file
-// (llama.go, qwen2.go, ...) registers a short blockFunc that calls them in
-// its order. Each piece reads its tensors by role from the block's
-// tensors, so a piece serves every family that has those roles, and a
-// tensor the file lacks (an optional bias) is simply not applied.
+// this file, as llama.cpp's build_qkv, build_attn and build_ffn are: a
+// family's file (llama.go, qwen3.go, gemma.go, ...) registers a short
+// blockFunc that calls them in its order. Each piece reads its tensors by
+// role from the block's tensors, so a piece serves every family that has
+// those roles, and a tensor the file lacks (an optional bias) is simply not
+// applied.
 
 // blockFunc runs transformer block l over the n tokens of a pass, updating
 // the residual stream b.buf.x in place.
@@ -29,8 +30,39 @@ func registerBlock(arch string, f blockFunc) {
 	blocks[arch] = f
 }
 
+// sublayer computes a block's attention or MLP: proj (n, dim) from the
+// normalised input xn (n, dim). Method expressions of Backend are
+// sublayers, passed without allocating.
+type sublayer func(b *Backend, l, n int, t *tensors, xn, proj []float32)
+
+// preNorm adds a pre-normed sublayer to the residual stream of the n rows
+// of a pass, x += f(rmsnorm(x) ⊙ w) with w the norm of role norm, showing
+// the normalised input at point.
+func (b *Backend) preNorm(l, n int, t *tensors, norm models.Role, point string, f sublayer) {
+	bf, dim := &b.buf, b.cfg.Dim
+	x, xn, proj := bf.x[:n*dim], bf.xn[:n*dim], bf.proj[:n*dim]
+	b.norm(xn, x, t.vec(norm), n)
+	b.observe(point, l, xn)
+	f(b, l, n, t, xn, proj)
+	kernels.Add(x, x, proj)
+}
+
+// sandwichNorm adds a sublayer normed before and after to the residual
+// stream, x += rmsnorm(f(rmsnorm(x) ⊙ pre)) ⊙ post, as Gemma's blocks do,
+// showing the normalised input and output at points[0] and points[1].
+func (b *Backend) sandwichNorm(l, n int, t *tensors, pre, post models.Role, points [2]string, f sublayer) {
+	bf, dim := &b.buf, b.cfg.Dim
+	x, xn, proj := bf.x[:n*dim], bf.xn[:n*dim], bf.proj[:n*dim]
+	b.norm(xn, x, t.vec(pre), n)
+	b.observe(points[0], l, xn)
+	f(b, l, n, t, xn, proj)
+	b.norm(proj, proj, t.vec(post), n)
+	b.observe(points[1], l, proj)
+	kernels.Add(x, x, proj)
+}
+
 // norm sets each of the n rows of dst to the RMS-normalised row of x scaled
-// by w.
+// by w; dst may be x.
 func (b *Backend) norm(dst, x, w []float32, n int) {
 	dim := b.cfg.Dim
 	for r := range n {
@@ -38,71 +70,181 @@ func (b *Backend) norm(dst, x, w []float32, n int) {
 	}
 }
 
-// attention sets proj (n, dim) to block l's self-attention of its
-// normalised input xn (n, dim):
+// attention is llama's self-attention sublayer:
 //
 //	proj = Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv)
 //
-// storing the new keys and values in each sequence's KV blocks first; the
-// biases apply when the block has them.
-func (b *Backend) attention(l, n int, t *tensors, xn, proj []float32) {
+// with the scores scaled by the attention scale.
+func attention(b *Backend, l, n int, t *tensors, xn, proj []float32) {
+	q, k, v := b.rotatedQKV(l, n, t, xn)
+	b.attend(l, n, t, q, k, v, b.cfg.AttnScale, proj)
+}
+
+// scaledQueryAttention is attention with the queries scaled by the
+// attention scale before the scores (Gemma, Phi-3).
+func scaledQueryAttention(b *Backend, l, n int, t *tensors, xn, proj []float32) {
+	q, k, v := b.rotatedQKV(l, n, t, xn)
+	b.scaleQueries(l, q)
+	b.attend(l, n, t, q, k, v, 1, proj)
+}
+
+// rotatedQKV projects the queries, keys and values, RMS-normalises each
+// query and key head when the block has q/k norms (Qwen3, Gemma 3), and
+// rotates the queries and keys.
+func (b *Backend) rotatedQKV(l, n int, t *tensors, xn []float32) (q, k, v []float32) {
+	q, k, v = b.projectQKV(l, n, t, xn)
+	b.normHeads(l, q, t.vec(models.AttnQNorm), "Qcur_normed")
+	b.normHeads(l, k, t.vec(models.AttnKNorm), "Kcur_normed")
+	b.rotate(l, n, q, k)
+	return q, k, v
+}
+
+// projectQKV computes the queries, keys and values of the n rows of xn
+// into the pass's buffers: by three matrices, or by the fused attn_qkv
+// (its rows q, then k, then v) when the block has it, plus the biases the
+// block has.
+func (b *Backend) projectQKV(l, n int, t *tensors, xn []float32) (q, k, v []float32) {
 	bf, cfg := &b.buf, b.cfg
-	hd, half := cfg.HeadDim, cfg.RopeDim/2
-	qDim, kvDim := cfg.Heads*hd, cfg.KVHeads*hd
-	q, k, v, att := bf.q[:n*qDim], bf.k[:n*kvDim], bf.v[:n*kvDim], bf.att[:n*qDim]
-	b.linear(t.mat(models.AttnQ), xn, n, q, t.vec(models.AttnQBias), bf.runs)
-	b.linear(t.mat(models.AttnK), xn, n, k, t.vec(models.AttnKBias), bf.runs)
-	b.linear(t.mat(models.AttnV), xn, n, v, t.vec(models.AttnVBias), bf.runs)
+	qDim, kDim, vDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDimV
+	q, k, v = bf.q[:n*qDim], bf.k[:n*kDim], bf.v[:n*vDim]
+	if w := t.mat(models.AttnQKV); w != nil {
+		qkv := bf.qkv[:n*w.rows]
+		b.linear(w, xn, n, qkv, nil, bf.runs)
+		b.observe("wqkv", l, qkv)
+		for r := range n {
+			row := qkv[r*w.rows : (r+1)*w.rows]
+			copy(q[r*qDim:(r+1)*qDim], row[:qDim])
+			copy(k[r*kDim:(r+1)*kDim], row[qDim:qDim+kDim])
+			copy(v[r*vDim:(r+1)*vDim], row[qDim+kDim:])
+		}
+	} else {
+		b.linear(t.mat(models.AttnQ), xn, n, q, t.vec(models.AttnQBias), bf.runs)
+		b.linear(t.mat(models.AttnK), xn, n, k, t.vec(models.AttnKBias), bf.runs)
+		b.linear(t.mat(models.AttnV), xn, n, v, t.vec(models.AttnVBias), bf.runs)
+	}
 	b.observe("Qcur", l, q)
 	b.observe("Kcur", l, k)
 	b.observe("Vcur", l, v)
+	return q, k, v
+}
+
+// normHeads RMS-normalises every head of x (rows of head_dim values) and
+// scales it by w, the per-head query or key norm; a block without the norm
+// (w nil) is left as it is.
+func (b *Backend) normHeads(l int, x, w []float32, point string) {
+	if w == nil {
+		return
+	}
+	hd := b.cfg.HeadDim
+	for h := 0; h < len(x); h += hd {
+		kernels.RMSNorm(x[h:h+hd], x[h:h+hd], w, b.cfg.NormEps)
+	}
+	b.observe(point, l, x)
+}
+
+// rotate applies layer l's RoPE to the queries and keys of the n rows of a
+// pass, by the angles of each row's position.
+func (b *Backend) rotate(l, n int, q, k []float32) {
+	cfg, rot := b.cfg, &b.rotary[b.layerRotary[l]]
+	hd, half := cfg.HeadDim, cfg.RopeDim/2
+	qDim, kDim := cfg.Heads*hd, cfg.KVHeads*hd
 	for r := range n {
-		cos, sin := bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half]
-		b.rope.Apply(q[r*qDim:(r+1)*qDim], hd, cos, sin)
-		b.rope.Apply(k[r*kvDim:(r+1)*kvDim], hd, cos, sin)
+		cos, sin := rot.cos[r*half:(r+1)*half], rot.sin[r*half:(r+1)*half]
+		rot.Apply(q[r*qDim:(r+1)*qDim], hd, cos, sin)
+		rot.Apply(k[r*kDim:(r+1)*kDim], hd, cos, sin)
 	}
 	b.observe("Qrope", l, q)
 	b.observe("Krope", l, k)
+}
+
+// scaleQueries multiplies the queries by the attention scale before
+// attention, where Gemma's and Phi-3's graphs put it (ggml_scale of Qcur),
+// so that attend then scales the scores by 1: it rounds differently from
+// scaling the scores.
+func (b *Backend) scaleQueries(l int, q []float32) {
+	kernels.Scale(b.cfg.AttnScale, q)
+	b.observe("Qscaled", l, q)
+}
+
+// attend stores the keys k and values v of the pass in each sequence's KV
+// blocks, attends with the queries q (scores scaled by scale, capped by
+// the model's attention soft-cap, over the layer's sliding window when it
+// has one) and sets proj to the output projection of the result.
+func (b *Backend) attend(l, n int, t *tensors, q, k, v []float32, scale float32, proj []float32) {
+	bf, cfg := &b.buf, b.cfg
+	kDim, vDim := cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDimV
 	for _, sg := range bf.segs {
 		r0, r1 := sg.row0, sg.row0+sg.n
-		sg.seq.Table.Store(l, sg.pos0, k[r0*kvDim:r1*kvDim], v[r0*kvDim:r1*kvDim])
+		sg.seq.Table.Store(l, sg.pos0, k[r0*kDim:r1*kDim], v[r0*vDim:r1*vDim])
 	}
-	b.attnJob.layer = l
-	b.pool.Run(b.attnJob.tasks(n), &b.attnJob)
+	j := &b.attnJob
+	j.layer, j.scale, j.softCap, j.window = l, scale, cfg.AttnSoftCap, 0
+	if cfg.Windowed(l) {
+		j.window = cfg.SlidingWindow
+	}
+	att := bf.att[:n*cfg.Heads*cfg.HeadDimV]
+	b.pool.Run(j.tasks(n), j)
 	b.observe("kqv_merged_cont", l, att)
 	b.linear(t.mat(models.AttnOut), att, n, proj, nil, bf.runs)
 	b.observe("kqv_out", l, proj)
 }
 
-// swiglu sets proj (n, dim) to block l's SwiGLU MLP of its normalised input
-// xn (n, dim):
+// swiglu is the SwiGLU MLP sublayer of llama:
 //
 //	proj = Wdown·(silu(Wgate·xn) ⊙ Wup·xn)
-func (b *Backend) swiglu(l, n int, t *tensors, xn, proj []float32) {
+func swiglu(b *Backend, l, n int, t *tensors, xn, proj []float32) {
+	b.gatedMLP(l, n, t, xn, proj, kernels.SwiGLU)
+}
+
+// geglu is the GeGLU MLP sublayer of Gemma:
+//
+//	proj = Wdown·(gelu(Wgate·xn) ⊙ Wup·xn)
+func geglu(b *Backend, l, n int, t *tensors, xn, proj []float32) {
+	b.gatedMLP(l, n, t, xn, proj, kernels.GeGLU)
+}
+
+// gatedMLP computes proj = Wdown·(act(Wgate·xn) ⊙ Wup·xn) with the gate
+// and up projections as two matrices, or as the two halves of the rows of
+// one ffn_up (gate first, as Phi-3 stores them) when the block has no
+// ffn_gate; act(dst, gate, up) is the gated activation.
+func (b *Backend) gatedMLP(l, n int, t *tensors, xn, proj []float32, act func(dst, gate, up []float32)) {
 	bf, ffn := &b.buf, b.cfg.FFN
-	gate, up := bf.gate[:n*ffn], bf.up[:n*ffn]
-	b.linear(t.mat(models.FFNGate), xn, n, gate, nil, bf.runs)
-	b.linear(t.mat(models.FFNUp), xn, n, up, nil, bf.runs)
-	b.observe("ffn_gate", l, gate)
-	b.observe("ffn_up", l, up)
-	b.pool.Run(n, &b.swigluJob) // one row runs on the caller
-	b.observe("ffn_gate_par", l, gate)
-	b.linear(t.mat(models.FFNDown), gate, n, proj, nil, bf.runs)
+	j := &b.gluJob
+	j.act, j.dst = act, bf.gate[:n*ffn]
+	if wg := t.mat(models.FFNGate); wg != nil {
+		gate, up := bf.gate[:n*ffn], bf.up[:n*ffn]
+		b.linear(wg, xn, n, gate, nil, bf.runs)
+		b.linear(t.mat(models.FFNUp), xn, n, up, nil, bf.runs)
+		b.observe("ffn_gate", l, gate)
+		b.observe("ffn_up", l, up)
+		j.gate, j.up, j.stride = gate, up, ffn
+	} else {
+		gateUp := bf.up[:n*2*ffn]
+		b.linear(t.mat(models.FFNUp), xn, n, gateUp, nil, bf.runs)
+		b.observe("ffn_up", l, gateUp)
+		j.gate, j.up, j.stride = bf.up, bf.up[ffn:], 2*ffn
+	}
+	b.pool.Run(n, j) // one row runs on the caller
+	b.observe("ffn_gate_par", l, j.dst)
+	b.linear(t.mat(models.FFNDown), j.dst, n, proj, nil, bf.runs)
 	b.observe("ffn_out", l, proj)
 }
 
-// swigluJob sets gate = silu(gate) ⊙ up for the rows of a pass, a row a
-// task: ggml's silu treats each row's tail apart. On the pool, because with
-// 8 rows of a batched decode it was 4% of the pass on one thread while the
-// others waited.
-type swigluJob struct {
-	b *Backend
+// gluJob sets dst = act(gate, up) for the rows of a pass, a row a task:
+// ggml's activations treat each row's tail apart. On the pool, because
+// with 8 rows of a batched decode it was 4% of the pass on one thread while
+// the others waited.
+type gluJob struct {
+	b        *Backend
+	act      func(dst, gate, up []float32)
+	gate, up []float32 // row r's at r*stride
+	stride   int
+	dst      []float32 // (rows, ffn)
 }
 
-func (j *swigluJob) Do(r, _ int) {
-	bf, ffn := &j.b.buf, j.b.cfg.FFN
-	g := bf.gate[r*ffn : (r+1)*ffn]
-	kernels.SwiGLU(g, g, bf.up[r*ffn:(r+1)*ffn])
+func (j *gluJob) Do(r, _ int) {
+	ffn := j.b.cfg.FFN
+	j.act(j.dst[r*ffn:(r+1)*ffn], j.gate[r*j.stride:][:ffn], j.up[r*j.stride:][:ffn])
 }
 
 // outputRows is n, except in the last block, where it keeps only the rows

@@ -130,6 +130,7 @@ func (b *Backend) check(steps []backends.Step) error {
 // their sequences, and writes the outputs b.buf.outs asks for.
 func (b *Backend) pass(steps []backends.Step, n int) {
 	bf, dim, half := &b.buf, b.cfg.Dim, b.cfg.RopeDim/2
+	embedScale := b.cfg.EmbedScale
 	tokEmbd := b.w.global.mat(models.TokenEmbd)
 	embed, _ := kernels.TraitsOf(tokEmbd.typ)
 	bf.runs = bf.runs[:0]
@@ -142,10 +143,18 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 			r := sg.row0 + j
 			bf.rowSeg[r] = int32(i)
 			embed.DequantizeRow(tokEmbd.row(int(t)), bf.x[r*dim:(r+1)*dim])
-			b.rope.Angles(sg.pos0+j, bf.cos[r*half:(r+1)*half], bf.sin[r*half:(r+1)*half])
+			for i := range b.rotary {
+				rot := &b.rotary[i]
+				rot.Angles(sg.pos0+j, rot.cos[r*half:(r+1)*half], rot.sin[r*half:(r+1)*half])
+			}
 		}
 	}
 	b.observe("inp_embd", -1, bf.x[:n*dim])
+	if embedScale != 0 {
+		// Gemma's sqrt(dim), as llama.cpp's ggml_scale of the embeddings.
+		kernels.Scale(embedScale, bf.x[:n*dim])
+		b.observe("inp_scaled", -1, bf.x[:n*dim])
+	}
 	for l := range b.w.blocks {
 		b.block(b, l, n)
 	}
@@ -213,6 +222,9 @@ func (b *Backend) outputs(steps []backends.Step) {
 			bf.outRuns = addRun(bf.outRuns, steps[o.step].Seq.(*sequence), i, 1)
 		}
 		b.linear(b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil, bf.outRuns)
+		if c := b.cfg.FinalSoftCap; c > 0 {
+			kernels.SoftCap(bf.logits[:(c1-c0)*vocab], c) // Gemma 2
+		}
 		b.observe("result_output", -1, bf.logits[:(c1-c0)*vocab])
 		for i, o := range bf.outs[c0:c1] {
 			copy(steps[o.step].Logits[o.dst*vocab:(o.dst+1)*vocab], bf.logits[i*vocab:(i+1)*vocab])

@@ -1,9 +1,6 @@
 package native
 
-import (
-	"github.com/ruvllm/ruvllm/kernels"
-	"github.com/ruvllm/ruvllm/models"
-)
+import "github.com/ruvllm/ruvllm/models"
 
 func init() { registerBlock("llama", llamaBlock) }
 
@@ -12,19 +9,16 @@ func init() { registerBlock("llama", llamaBlock) }
 //	x += attention(rmsnorm(x) ⊙ attn_norm)
 //	x += swiglu(rmsnorm(x) ⊙ ffn_norm)
 func llamaBlock(b *Backend, l, n int) {
-	t, bf, dim := &b.w.blocks[l], &b.buf, b.cfg.Dim
-	x, xn, proj := bf.x[:n*dim], bf.xn[:n*dim], bf.proj[:n*dim]
-	b.norm(xn, x, t.vec(models.AttnNorm), n)
-	b.observe("attn_norm", l, xn)
-	b.attention(l, n, t, xn, proj)
-	kernels.Add(x, x, proj)
+	b.preNorm(l, n, &b.w.blocks[l], models.AttnNorm, "attn_norm", attention)
+	b.lastMLP(l, n, swiglu)
+}
 
+// lastMLP ends a pre-norm block: it keeps the output rows in the last
+// block (outputRows) and adds the MLP f of the normalised stream.
+func (b *Backend) lastMLP(l, n int, f sublayer) {
 	n = b.outputRows(l, n)
-	x, xn, proj = bf.x[:n*dim], bf.xn[:n*dim], bf.proj[:n*dim]
+	x := b.buf.x[:n*b.cfg.Dim]
 	b.observe("ffn_inp", l, x)
-	b.norm(xn, x, t.vec(models.FFNNorm), n)
-	b.observe("ffn_norm", l, xn)
-	b.swiglu(l, n, t, xn, proj)
-	kernels.Add(x, x, proj)
+	b.preNorm(l, n, &b.w.blocks[l], models.FFNNorm, "ffn_norm", f)
 	b.observe("l_out", l, x)
 }

@@ -20,7 +20,7 @@ type naive struct {
 }
 
 func newNaive(b *Backend, quantActs, roundKV bool) *naive {
-	return &naive{cfg: b.cfg, w: b.w, rope: b.rope, quantActs: quantActs, roundKV: roundKV,
+	return &naive{cfg: b.cfg, w: b.w, rope: b.rotary[0].Rope, quantActs: quantActs, roundKV: roundKV,
 		k: make([][][]float32, b.cfg.Layers), v: make([][][]float32, b.cfg.Layers)}
 }
 
