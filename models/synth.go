@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -37,47 +38,71 @@ type Shape struct {
 	// llama.cpp's converter writes it (llama.cpp reads only that form).
 	Llama3    *Llama3Scaling
 	RopeFreqs bool
+	// Std is the standard deviation of the random weights; 0 means 0.02,
+	// llama's init. OutStd is that of the token embeddings and the output
+	// projection; 0 means Std. The tiny family shapes use more, so that
+	// their logits differ by margins that greedy parity can be judged on.
+	Std, OutStd float64
+	// Specials are the family's control tokens (chat turns), which take
+	// the last places of the vocab, so that its chat template's prompts
+	// tokenize as the family's do. llama.cpp wants some of them (Phi-3's
+	// <|endoftext|>).
+	Specials []string
 }
 
-// The hyperparameters of the real families' shapes.
+// The hyperparameters and control tokens of the real families' shapes.
 var (
-	qwen3Keys = map[string]any{"rope.freq_base": float32(1e6), "attention.layer_norm_rms_epsilon": float32(1e-6)}
-	llama3    = &Llama3Scaling{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalCtx: 8192}
+	qwen3Keys     = map[string]any{"rope.freq_base": float32(1e6), "attention.layer_norm_rms_epsilon": float32(1e-6)}
+	llama3        = &Llama3Scaling{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalCtx: 8192}
+	llama3Special = []string{"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}
+	qwen3Specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"}
+	gemmaSpecials = []string{"<pad>", "<start_of_turn>", "<end_of_turn>"}
+	phi3Specials  = []string{"<|endoftext|>", "<|assistant|>", "<|end|>", "<|system|>", "<|user|>"}
+)
+
+// The weight deviation and soft-caps of the tiny family shapes.
+const (
+	tinyStd, tinyOutStd       = 0.25, 1
+	tinyAttnCap, tinyFinalCap = 5, 5
 )
 
 // Shapes are the shapes synth can write: real models' (the names say
 // which) and tiny ones for tests. The tiny-FAMILY shapes (dim 64) make the
 // files of testdata whose llama.cpp references the parity tests replay:
-// their sliding windows (8) and soft-caps (0.5 for the scores, 2 for the
-// logits, which random weights keep small) are tiny too, so that they act.
+// their sliding windows (8) are tiny too, so that they act, and their
+// weights larger (tinyStd), so that the logits differ by margins that
+// greedy parity can be judged on and the soft-caps bend them.
 var Shapes = []Shape{
 	{Name: "llama-134m", Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, FFN: 2048, Vocab: 32000, Ctx: 2048},
 	{Name: "tinyllama-1.1b", Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FFN: 5632, Vocab: 32000, Ctx: 2048},
 	{Name: "tiny", Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 1024, Ctx: 512},
 	{Name: "llama-3.2-1b", Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 128256, Ctx: 131072, Tied: true,
-		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true},
+		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true, Specials: llama3Special},
 	{Name: "qwen3-0.6b", Arch: "qwen3", Dim: 1024, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128, FFN: 3072, Vocab: 151936,
-		Ctx: 40960, Tied: true, Keys: qwen3Keys},
+		Ctx: 40960, Tied: true, Keys: qwen3Keys, Specials: qwen3Specials},
 	{Name: "gemma-2-2b", Arch: "gemma2", Dim: 2304, Layers: 26, Heads: 8, KVHeads: 4, HeadDim: 256, FFN: 9216, Vocab: 256000,
 		Ctx: 8192, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(4096), "attention.layer_norm_rms_epsilon": float32(1e-6),
-			"attn_logit_softcapping": float32(50), "final_logit_softcapping": float32(30)}},
+			"attn_logit_softcapping": float32(50), "final_logit_softcapping": float32(30)}, Specials: gemmaSpecials},
 	{Name: "gemma-3-1b", Arch: "gemma3", Dim: 1152, Layers: 26, Heads: 4, KVHeads: 1, HeadDim: 256, FFN: 6912, Vocab: 262144,
 		Ctx: 32768, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(512), "rope.freq_base": float32(1e6),
-			"attention.layer_norm_rms_epsilon": float32(1e-6)}},
-	{Name: "phi-3-mini", Arch: "phi3", Dim: 3072, Layers: 32, Heads: 32, KVHeads: 32, FFN: 8192, Vocab: 32064, Ctx: 4096},
-	{Name: "tiny-llama3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512,
-		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true},
-	{Name: "tiny-llama3-keys", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512,
-		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3},
+			"attention.layer_norm_rms_epsilon": float32(1e-6)}, Specials: gemmaSpecials},
+	{Name: "phi-3-mini", Arch: "phi3", Dim: 3072, Layers: 32, Heads: 32, KVHeads: 32, FFN: 8192, Vocab: 32064, Ctx: 4096,
+		Specials: phi3Specials},
+	{Name: "tiny-llama3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
+		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true, Specials: llama3Special},
+	{Name: "tiny-llama3-keys", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
+		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, Specials: llama3Special},
 	{Name: "tiny-qwen3", Arch: "qwen3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
-		Tied: true, Keys: qwen3Keys},
+		Std: tinyStd, OutStd: tinyOutStd, Tied: true, Keys: qwen3Keys, Specials: qwen3Specials},
 	{Name: "tiny-gemma2", Arch: "gemma2", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
-		Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.layer_norm_rms_epsilon": float32(1e-6),
-			"attn_logit_softcapping": float32(0.5), "final_logit_softcapping": float32(2)}},
+		Std: tinyStd, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.layer_norm_rms_epsilon": float32(1e-6),
+			"attn_logit_softcapping": float32(tinyAttnCap), "final_logit_softcapping": float32(tinyFinalCap)}, Specials: gemmaSpecials},
 	{Name: "tiny-gemma3", Arch: "gemma3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 1, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
-		Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.sliding_window_pattern": uint32(3),
-			"rope.freq_base": float32(1e6), "rope.freq_base_swa": float32(10000), "attention.layer_norm_rms_epsilon": float32(1e-6)}},
-	{Name: "tiny-phi3", Arch: "phi3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512},
+		Std: tinyStd, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.sliding_window_pattern": uint32(3),
+			"rope.freq_base": float32(1e6), "rope.freq_base_swa": float32(10000), "attention.layer_norm_rms_epsilon": float32(1e-6)},
+		Specials: gemmaSpecials},
+	{Name: "tiny-phi3", Arch: "phi3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
+		Specials: phi3Specials},
 }
 
 // ShapeByName finds a shape of Shapes.
@@ -154,6 +179,13 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 		set(key(k), s.Keys[k])
 	}
 	tokens, scores, types := SyntheticSPMVocab(s.Vocab)
+	if len(s.Specials) > s.Vocab-3-256 {
+		return fmt.Errorf("synth: %d control tokens do not fit a vocab of %d", len(s.Specials), s.Vocab)
+	}
+	for i, sp := range s.Specials {
+		at := s.Vocab - len(s.Specials) + i
+		tokens[at], scores[at], types[at] = sp, 0, 3
+	}
 	set("tokenizer.ggml.model", "llama")
 	set("tokenizer.ggml.tokens", tokens)
 	set("tokenizer.ggml.scores", scores)
@@ -169,8 +201,12 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	// a trained model's are near, and everything else (matrices, biases) is
 	// uniform with the standard deviation 0.02 of llama's init (a uniform on
 	// [-a, a] has deviation a/sqrt(3)).
-	const a = 0.02 * 1.7320508
+	a := float32(cmp.Or(s.Std, 0.02) * 1.7320508)
 	add := func(name string, shape []int, norm bool) error {
+		a := a
+		if r, _, _ := ParseTensorName(name); (r == TokenEmbd || r == Output) && s.OutStd > 0 {
+			a = float32(s.OutStd * 1.7320508)
+		}
 		cols, rows := shape[len(shape)-1], 1
 		dims := []uint64{uint64(cols)}
 		t := kernels.F32

@@ -137,7 +137,7 @@ func TestSynthesizeFamilies(t *testing.T) {
 	})
 	t.Run("tiny-gemma2", func(t *testing.T) {
 		_, c := read(t, "tiny-gemma2")
-		if c.EmbedScale != 8 || c.AttnSoftCap != 0.5 || c.FinalSoftCap != 2 || c.SlidingWindow != 8 ||
+		if c.EmbedScale != 8 || c.AttnSoftCap != tinyAttnCap || c.FinalSoftCap != tinyFinalCap || c.SlidingWindow != 8 ||
 			!slices.Equal(c.SWALayers, []bool{true, false, true}) || c.RopeBaseSWA != c.RopeBase {
 			t.Errorf("%+v", c)
 		}
