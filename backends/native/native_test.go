@@ -89,10 +89,10 @@ var promptA = []tokenizer.ID{1, 403, 407, 261, 378, 432, 383, 286}
 var promptB = []tokenizer.ID{1, 291, 376}
 
 // alone runs prompt in one step with every token's logits, then decodes
-// the tokens of next one by one, on a fresh sequence.
-func alone(t *testing.T, b *Backend, prompt, next []tokenizer.ID) (prefill, decode []float32) {
+// the tokens of next one by one, on a fresh sequence of maxLen tokens.
+func alone(t *testing.T, b *Backend, prompt, next []tokenizer.ID, maxLen int) (prefill, decode []float32) {
 	vocab := b.Model().VocabSize
-	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: maxLen})
 	prefill = make([]float32, len(prompt)*vocab)
 	forward(t, b, backends.Step{Seq: s, Tokens: prompt, Outputs: backends.AllTokens, Logits: prefill})
 	for _, tok := range next {
@@ -111,8 +111,8 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			b := m.open(t, backends.Options{Threads: 2})
 			vocab := b.Model().VocabSize
-			wantA, wantADecode := alone(t, b, promptA, []tokenizer.ID{432})
-			wantB, _ := alone(t, b, append(append([]tokenizer.ID{}, promptB...), promptA[1:6]...), nil)
+			wantA, wantADecode := alone(t, b, promptA, []tokenizer.ID{432}, 32)
+			wantB, _ := alone(t, b, append(append([]tokenizer.ID{}, promptB...), promptA[1:6]...), nil, 32)
 
 			a := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
 			bs := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
@@ -147,10 +147,10 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 			b := m.open(t, backends.Options{Threads: 2})
 			small := m.open(t, backends.Options{Threads: 1, MaxBatch: 3})
 			vocab := b.Model().VocabSize
-			batched, _ := alone(t, b, promptA, nil)
-			split, _ := alone(t, small, promptA, nil)
+			batched, _ := alone(t, b, promptA, nil, 32)
+			split, _ := alone(t, small, promptA, nil, 32)
 			closeRel(t, "micro-batches of 3", split, batched, 1e-4)
-			_, single := alone(t, b, promptA[:1], promptA[1:])
+			_, single := alone(t, b, promptA[:1], promptA[1:], 32)
 			// single holds the logits after tokens 1..n-1, batched after 0..n-1.
 			closeRel(t, "token by token", single, batched[vocab:], 1e-4)
 		})

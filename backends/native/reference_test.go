@@ -10,19 +10,24 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models/gguf"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
 // reference is llama.cpp's greedy run of one prompt (../shared/reference).
 type reference struct {
+	LlamaCpp     string         `json:"llama_cpp"` // the build, when not c392e509
 	ModelFile    string         `json:"model_file"`
+	LoRAFile     string         `json:"lora_file"` // a GGUF LoRA adapter the run applies
+	LoRAScale    float32        `json:"lora_scale"`
 	PromptTokens []tokenizer.ID `json:"prompt_tokens"`
 	Steps        []struct {
 		Chosen int `json:"chosen"`
 		Top    []struct {
-			ID      int     `json:"id"`
-			Logit   float64 `json:"logit"`
-			Logprob float64 `json:"logprob"`
+			ID      int      `json:"id"`
+			Logit   *float64 `json:"logit"` // null where the tool gave probabilities only
+			Logprob float64  `json:"logprob"`
 		} `json:"top"`
 		Logits []float64 `json:"logits"` // every logit, for some steps
 	} `json:"steps"`
@@ -50,10 +55,22 @@ type parityRule struct {
 var (
 	ruleExact       = parityRule{maxDev: 0}
 	rulePromptOrder = parityRule{maxDev: 0.25} // random weights amplify the last bits
+	// ruleOtherBuild is for the references of a recent llama.cpp
+	// (node-llama-cpp's prebuilt one, see testdata/families/README.md),
+	// which give logits (up to ±37 in the tiny families' runs): decoding
+	// matches them bit for bit in most runs, but prompts of F32 and F16
+	// weights sum in other orders (see above), which the tiny families'
+	// large weights amplify to 0.016 at most (measured over every run,
+	// F16 prompts the largest); a LoRA adapter left out moves them by 0.75
+	// or more.
+	ruleOtherBuild = parityRule{maxDev: 0.05}
 )
 
 // ruleFor picks the rule of a reference directory such as "mini-llama-Q4_K_M".
-func ruleFor(model string) parityRule {
+func ruleFor(model string, ref *reference) parityRule {
+	if strings.Contains(ref.LlamaCpp, "node-llama-cpp") {
+		return ruleOtherBuild
+	}
 	for _, float := range []string{"-F32", "-F16", "-BF16"} {
 		if strings.HasSuffix(model, float) {
 			return rulePromptOrder
@@ -78,38 +95,73 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // TestReferenceParity replays every llama.cpp reference run: the prompt in
 // one batch, then one token per step, always feeding llama.cpp's chosen token
-// so that the history of every step is llama.cpp's.
+// so that the history of every step is llama.cpp's. The runs of families
+// newer than b4748, kept in reference/next, are replayed for the families
+// this backend runs.
 func TestReferenceParity(t *testing.T) {
 	dir := shared.Path(t, "reference")
 	files, err := filepath.Glob(filepath.Join(dir, "*", "*.logits.json"))
 	if err != nil || len(files) == 0 {
 		t.Skipf("no reference runs in %s", dir)
 	}
+	next, _ := filepath.Glob(filepath.Join(dir, "next", "*", "*.logits.json"))
 	root := filepath.Dir(dir)
-	for _, file := range files {
+	for _, file := range append(files, next...) {
 		model := filepath.Base(filepath.Dir(file))
 		prompt := strings.TrimSuffix(filepath.Base(file), ".logits.json")
 		t.Run(model+"/"+prompt, func(t *testing.T) {
-			raw, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ref reference
-			if err := json.Unmarshal(raw, &ref); err != nil {
-				t.Fatal(err)
-			}
+			ref := readReference(t, file)
 			path := modelPath(root, ref.ModelFile)
+			if !served(t, path) {
+				t.Skipf("%s: this backend does not run its architecture yet", ref.ModelFile)
+			}
 			rel, _ := filepath.Rel(root, path)
 			b := open(t, backends.Options{Threads: 2}, strings.Split(rel, string(filepath.Separator))...)
-			checkReference(t, b, &ref, ruleFor(model))
+			checkReference(t, b, ref, ruleFor(model, ref))
 		})
 	}
 }
 
+// readReference reads one reference run.
+func readReference(t *testing.T, file string) *reference {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref reference
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	return &ref
+}
+
+// served reports whether the architecture of the model file at path has a
+// block in this backend.
+func served(t *testing.T, path string) bool {
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	arch, _ := f.GetString("general.architecture")
+	_, ok := blocks[arch]
+	return ok
+}
+
 func checkReference(t *testing.T, b *Backend, ref *reference, rule parityRule) {
+	checkReferenceWith(t, b, ref, rule, nil)
+}
+
+// checkReferenceWith replays ref on a sequence that runs adapter a (nil:
+// none) at the reference's LoRA scale.
+func checkReferenceWith(t *testing.T, b *Backend, ref *reference, rule parityRule, a *lora.Adapter) {
 	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: len(ref.PromptTokens) + len(ref.Steps)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a != nil {
+		setAdapter(t, seq, a, ref.LoRAScale)
 	}
 	logits := make([]float32, b.Model().VocabSize)
 	probs := make([]float64, len(logits))
@@ -124,7 +176,9 @@ func checkReference(t *testing.T, b *Backend, ref *reference, rule parityRule) {
 		// identify them: rounded back to float32 they are llama.cpp's bits.
 		dev := 0.0
 		for _, top := range st.Top {
-			dev = max(dev, math.Abs(float64(logits[top.ID]-float32(top.Logit))))
+			if top.Logit != nil {
+				dev = max(dev, math.Abs(float64(logits[top.ID]-float32(*top.Logit))))
+			}
 		}
 		for id, l := range st.Logits {
 			dev = max(dev, math.Abs(float64(logits[id]-float32(l))))
