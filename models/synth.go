@@ -48,6 +48,8 @@ type Shape struct {
 	// tokenize as the family's do. llama.cpp wants some of them (Phi-3's
 	// <|endoftext|>).
 	Specials []string
+	// ChatTemplate, when set, is written as tokenizer.chat_template.
+	ChatTemplate string
 }
 
 // The hyperparameters and control tokens of the real families' shapes.
@@ -107,14 +109,21 @@ var Shapes = []Shape{
 
 // ShapeByName finds a shape of Shapes.
 func ShapeByName(name string) (Shape, error) {
-	names := make([]string, len(Shapes))
-	for i, s := range Shapes {
+	for _, s := range Shapes {
 		if s.Name == name {
 			return s, nil
 		}
+	}
+	return Shape{}, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(ShapeNames(), ", "))
+}
+
+// ShapeNames lists the names of Shapes, in order.
+func ShapeNames() []string {
+	names := make([]string, len(Shapes))
+	for i, s := range Shapes {
 		names[i] = s.Name
 	}
-	return Shape{}, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(names, ", "))
+	return names
 }
 
 // Synthesize writes a model of shape s with random weights (seeded) in the
@@ -195,6 +204,9 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	set("tokenizer.ggml.eos_token_id", uint32(2))
 	set("tokenizer.ggml.add_bos_token", true)
 	set("tokenizer.ggml.add_eos_token", false)
+	if s.ChatTemplate != "" {
+		set("tokenizer.chat_template", s.ChatTemplate)
+	}
 
 	plan := QuantPlan{Type: ft, Layers: s.Layers, GQA: s.Heads / s.KVHeads, HasOutput: !s.Tied}
 	// add writes a tensor of the row-major shape: norm vectors are ones, as

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -51,12 +52,13 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 }
 
 func runSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "--shape NAME [--arch A] --type TYPE --out F.gguf [--seed S] [--threads T]")
-	shape := fs.String("shape", "", "llama-134m, tinyllama-1.1b or tiny")
+	fs := newFlags("synth", "--shape NAME [--arch A] --type TYPE --out F.gguf [--seed S] [--chat-template F.jinja] [--threads T]")
+	shape := fs.String("shape", "", "one of "+strings.Join(models.ShapeNames(), ", "))
 	arch := fs.String("arch", "", "the architecture to write the shape in ("+strings.Join(models.Architectures(), ", ")+"; default: the shape's own, llama)")
 	typ := fs.String("type", "F16", "file type: "+fmt.Sprint(models.FileTypes()))
 	out := fs.String("out", "", "file to write")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
+	template := fs.String("chat-template", "", "a chat template file to write as tokenizer.chat_template")
 	threads := addThreadsFlag(fs)
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
@@ -77,6 +79,13 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	ft, err := models.ParseFileType(*typ)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *template != "" {
+		src, err := os.ReadFile(*template)
+		if err != nil {
+			return err
+		}
+		s.ChatTemplate = string(src)
 	}
 	start := time.Now()
 	if err := models.Synthesize(*out, s, ft, *seed, *threads); err != nil {
