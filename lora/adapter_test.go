@@ -215,6 +215,35 @@ func TestGGUFName(t *testing.T) {
 	}
 }
 
+// TestGGUFNamePhi3 checks the modules of Phi-3's fused layers, and that
+// the separate ones it does not have are refused.
+func TestGGUFNamePhi3(t *testing.T) {
+	phi3, _ := models.Lookup("phi3")
+	for module, want := range map[string]string{
+		"model.layers.2.self_attn.qkv_proj": "blk.2.attn_qkv.weight",
+		"model.layers.2.mlp.gate_up_proj":   "blk.2.ffn_up.weight",
+		"model.layers.2.self_attn.o_proj":   "blk.2.attn_output.weight",
+		"model.layers.2.mlp.down_proj":      "blk.2.ffn_down.weight",
+		"model.layers.2.self_attn.q_proj":   "",
+		"model.layers.2.mlp.up_proj":        "",
+		"model.layers.2.mlp.gate_proj":      "",
+	} {
+		got, err := GGUFName(phi3, module)
+		if want == "" {
+			if err == nil {
+				t.Errorf("%s: got %q, want an error", module, got)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%s: got %q, %v; want %q", module, got, err, want)
+		}
+		if back, err := hfModule(phi3, got); err != nil || back != module {
+			t.Errorf("%s: back to %q, %v", module, back, err)
+		}
+	}
+}
+
 func TestPEFTRoundTrip(t *testing.T) {
 	mixed := func(cfg *models.Config) *Adapter {
 		// Ranks and scales that differ per target need rank_pattern and
@@ -235,6 +264,9 @@ func TestPEFTRoundTrip(t *testing.T) {
 		{"llama r1", "llama", func(c *models.Config) *Adapter { return randomAdapter(t, c, RandomSpec{Rank: 1, Seed: 1}) }},
 		{"llama r8", "llama", func(c *models.Config) *Adapter { return randomAdapter(t, c, RandomSpec{Rank: 8, Seed: 2}) }},
 		{"qwen2 r4", "qwen2", func(c *models.Config) *Adapter { return randomAdapter(t, c, RandomSpec{Rank: 4, Seed: 3}) }},
+		{"qwen3 r4", "qwen3", func(c *models.Config) *Adapter { return randomAdapter(t, c, RandomSpec{Rank: 4, Seed: 5}) }},
+		{"gemma3 r4", "gemma3", func(c *models.Config) *Adapter { return randomAdapter(t, c, RandomSpec{Rank: 4, Seed: 6}) }},
+		{"phi3 r4", "phi3", func(c *models.Config) *Adapter { return randomAdapter(t, c, RandomSpec{Rank: 4, Seed: 7}) }},
 		{"rslora", "llama", func(c *models.Config) *Adapter {
 			return randomAdapter(t, c, RandomSpec{Rank: 4, Seed: 4, RSLoRA: true, Alpha: 3})
 		}},
@@ -256,6 +288,16 @@ func TestPEFTRoundTrip(t *testing.T) {
 				t.Errorf("format %s, rslora %v, alpha %v", b.Format, b.RSLoRA, b.Alpha)
 			}
 			sameAdapter(t, a, b, 1e-6)
+			if c.arch == "phi3" {
+				// Phi-3's fused layers go by their own module names.
+				st, _ := os.ReadFile(filepath.Join(dir, PEFTWeightsFile))
+				sf, _ := ParseSafetensors(st)
+				for _, m := range []string{"self_attn.qkv_proj", "mlp.gate_up_proj"} {
+					if _, ok := sf.Tensor("base_model.model.model.layers.1." + m + ".lora_A.weight"); !ok {
+						t.Errorf("%s lora_A missing from the file", m)
+					}
+				}
+			}
 			if c.arch == "llama" {
 				// The file holds q and k in Hugging Face order: different
 				// from ours unless the rows happen to agree.
