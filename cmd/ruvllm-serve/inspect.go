@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/models"
@@ -114,8 +115,24 @@ func printInspect(w io.Writer, f *gguf.File, r *inspectReport) {
 		fmt.Fprintf(w, "hyperparameters:\n")
 		fmt.Fprintf(w, "  context %d, dim %d, layers %d, ffn %d, heads %d, kv heads %d, head dim %d, vocab %d\n",
 			c.ContextLength, c.Dim, c.Layers, c.FFN, c.Heads, c.KVHeads, c.HeadDim, c.VocabSize)
-		fmt.Fprintf(w, "  rms eps %g, rope %s base %g dims %d scale %g, tied output %v\n",
-			c.NormEps, c.Rope, c.RopeBase, c.RopeDim, c.RopeScale, c.TiedOutput)
+		fmt.Fprintf(w, "  rms eps %g, rope %s base %g dims %d scale %g, tied output %v, attention scale %g\n",
+			c.NormEps, c.Rope, c.RopeBase, c.RopeDim, c.RopeScale, c.TiedOutput, c.AttnScale)
+		if c.RopeFactors != nil {
+			fmt.Fprintf(w, "  rope frequency factors (llama3 scaling from the rope.scaling keys) %v\n", c.RopeFactors)
+		}
+		if c.EmbedScale != 0 || c.AttnSoftCap != 0 || c.FinalSoftCap != 0 {
+			fmt.Fprintf(w, "  embedding scale %g, attention soft-cap %g, logit soft-cap %g\n", c.EmbedScale, c.AttnSoftCap, c.FinalSoftCap)
+		}
+		if c.SlidingWindow > 0 {
+			var windowed []string
+			for l := range c.Layers {
+				if c.Windowed(l) {
+					windowed = append(windowed, strconv.Itoa(l))
+				}
+			}
+			fmt.Fprintf(w, "  sliding window %d in layers %s, their rope base %g scale %g\n",
+				c.SlidingWindow, strings.Join(windowed, " "), c.RopeBaseSWA, c.RopeScaleSWA)
+		}
 		fmt.Fprintf(w, "layout (what the %s description names; per-block tensors counted over %d blocks):\n", c.Arch, c.Layers)
 		for _, e := range r.Layout {
 			fmt.Fprintf(w, "  %-24s %-14s %s\n", e.Tensor, fmt.Sprint(e.Shape), e.status())
