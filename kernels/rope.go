@@ -21,8 +21,12 @@ type Rope struct {
 	// 2i pairs with 2i+1 (Llama, Mistral).
 	NeoX bool
 	// FreqFactors, when set, holds Dims/2 divisors of the angles (Llama 3's
-	// rope_freqs.weight).
+	// rope_freqs.weight, Phi-3's LongRoPE factors).
 	FreqFactors []float32
+	// AttnFactor multiplies the cosines and sines, so the rotated vectors
+	// and the attention scores (LongRoPE's rope.scaling.attn_factor); 0
+	// means 1.
+	AttnFactor float32
 }
 
 // Angles fills cos and sin, each Dims/2 long, with the cosines and sines of
@@ -59,6 +63,13 @@ func (r Rope) Angles(pos int, cos, sin []float32) {
 		t *= fs
 		cos[i], sin[i] = cosf(t), sinf(t)
 		theta *= step
+	}
+	if m := r.AttnFactor; m != 0 && m != 1 {
+		// As ggml's rope_yarn: cosf(θ)·mscale, sinf(θ)·mscale.
+		for i := range half {
+			cos[i] *= m
+			sin[i] *= m
+		}
 	}
 }
 

@@ -61,6 +61,28 @@ func TestRopeScaling(t *testing.T) {
 	}
 }
 
+// TestRopeAttnFactor checks that AttnFactor multiplies every cosine and
+// sine once, and that 1 leaves them as they are.
+func TestRopeAttnFactor(t *testing.T) {
+	const dims = 32
+	base := Rope{Dims: dims, Base: 10000, NeoX: true}
+	want := [2][]float32{make([]float32, dims/2), make([]float32, dims/2)}
+	got := [2][]float32{make([]float32, dims/2), make([]float32, dims/2)}
+	for _, m := range []float32{1, 1.1902381, 0.5} {
+		r := base
+		r.AttnFactor = m
+		for _, pos := range []int{0, 7, 4000} {
+			base.Angles(pos, want[0], want[1])
+			r.Angles(pos, got[0], got[1])
+			for i := range got[0] {
+				if got[0][i] != want[0][i]*m || got[1][i] != want[1][i]*m {
+					t.Fatalf("factor %g pos %d pair %d: (%g, %g), want (%g, %g)·%g", m, pos, i, got[0][i], got[1][i], want[0][i], want[1][i], m)
+				}
+			}
+		}
+	}
+}
+
 func TestRopeApply(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	cases := []struct {
