@@ -17,9 +17,24 @@ import (
 type TableSequence struct {
 	// Table is the sequence's keys and values; nil once closed.
 	Table *kvcache.BlockTable
+	// Variant (0: none) marks keys and values that the backend computes
+	// differently for this sequence whatever its adapter (native: LongRoPE's
+	// long factors for a sequence longer than the original context), so
+	// that only tables of the same variant share blocks. Set it with
+	// NewTableSequence.
+	Variant uint64
 	// adapter (nil: none) is applied with its updates multiplied by scale.
 	adapter *lora.Adapter
 	scale   float32
+}
+
+// NewTableSequence is the sequence of table t, of the given variant (see
+// TableSequence.Variant), in that variant's prefix namespace.
+func NewTableSequence(t *kvcache.BlockTable, variant uint64) TableSequence {
+	if variant != 0 {
+		t.SetNamespace(RunNamespace(nil, 0, variant))
+	}
+	return TableSequence{Table: t, Variant: variant}
 }
 
 // Len implements Sequence.
@@ -105,7 +120,7 @@ func (s *TableSequence) UseAdapter(a *lora.Adapter, scale float32) error {
 		return fmt.Errorf("backends: adapter scale %v is not finite", scale)
 	}
 	if a != s.adapter || scale != s.scale {
-		s.Table.SetNamespace(AdapterNamespace(a, scale))
+		s.Table.SetNamespace(RunNamespace(a, scale, s.Variant))
 	}
 	s.adapter, s.scale = a, scale
 	return nil
@@ -121,6 +136,8 @@ func (s *TableSequence) ShareTable(src *TableSequence) error {
 		return fmt.Errorf("backends: share from a closed sequence")
 	case src.Table.Pool() != s.Table.Pool():
 		return fmt.Errorf("backends: share between KV caches of different precision")
+	case src.Variant != s.Variant:
+		return fmt.Errorf("backends: share between sequences whose keys are computed differently (variants %#x and %#x)", src.Variant, s.Variant)
 	case src.Len() > s.MaxLen():
 		return fmt.Errorf("backends: %d tokens to share do not fit in %d: %w", src.Len(), s.MaxLen(), ErrContextFull)
 	}
@@ -129,15 +146,18 @@ func (s *TableSequence) ShareTable(src *TableSequence) error {
 	return nil
 }
 
-// AdapterNamespace is the prefix-index namespace of keys and values
-// computed with adapter a at scale: 0 for the base model, else a's id and
-// the scale's bits mixed, so that tables share blocks only with tables of
-// the same run.
-func AdapterNamespace(a *lora.Adapter, scale float32) uint64 {
-	if a == nil {
+// RunNamespace is the prefix-index namespace of keys and values computed
+// with adapter a at scale in a sequence of the given variant: 0 for the base
+// model's plain run, else a's id, the scale's bits and the variant mixed,
+// so that tables share blocks only with tables of the same run.
+func RunNamespace(a *lora.Adapter, scale float32, variant uint64) uint64 {
+	if a == nil && variant == 0 {
 		return 0
 	}
-	h := a.ID()*0x9e3779b97f4a7c15 ^ uint64(math.Float32bits(scale))
+	h := variant * 0x2545f4914f6cdd1d
+	if a != nil {
+		h ^= a.ID()*0x9e3779b97f4a7c15 ^ uint64(math.Float32bits(scale))
+	}
 	h ^= h >> 31
 	h *= 0xbf58476d1ce4e5b9
 	return h | 1

@@ -51,6 +51,13 @@ type Config struct {
 	// AttnScale multiplies the attention scores q·k: llama.cpp's
 	// 1/sqrtf(head_dim) unless the family says otherwise.
 	AttnScale float32
+	// RopeAttnFactor multiplies RoPE's cosines and sines
+	// (rope.scaling.attn_factor, LongRoPE's); 1 when absent.
+	// RopeOrigCtx is the context the model was trained at before its
+	// RoPE was scaled (rope.scaling.original_context_length): a sequence
+	// longer than it takes LongRoPE's long factors.
+	RopeAttnFactor float32
+	RopeOrigCtx    int
 
 	// What some families add; the zero values leave a llama block as is.
 
@@ -133,6 +140,8 @@ func ReadConfig(f *gguf.File) (*Config, error) {
 		}
 	}
 	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDim)))
+	c.RopeAttnFactor = r.float("rope.scaling.attn_factor", 1)
+	c.RopeOrigCtx = r.int("rope.scaling.original_context_length", c.ContextLength)
 	if r.err != nil {
 		return nil, r.err
 	}

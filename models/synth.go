@@ -50,6 +50,14 @@ type Shape struct {
 	Specials []string
 	// ChatTemplate, when set, is written as tokenizer.chat_template.
 	ChatTemplate string
+	// RopeDim is how many dimensions of a head RoPE rotates when not all
+	// (Phi-4-mini's partial rotary factor); 0 means all.
+	RopeDim int
+	// LongRoPE, when set, is the original context of a LongRoPE model
+	// (Phi-3.5, Phi-4-mini), written with made-up short and long factors
+	// (rope_factors_short/long.weight: 1 to 2.5, and 1 to 32) and the
+	// converter's attention factor sqrt(1 + ln(Ctx/LongRoPE)/ln(LongRoPE)).
+	LongRoPE int
 }
 
 // The hyperparameters and control tokens of the real families' shapes.
@@ -89,7 +97,9 @@ var Shapes = []Shape{
 		Ctx: 32768, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(512), "rope.freq_base": float32(1e6),
 			"attention.layer_norm_rms_epsilon": float32(1e-6)}, Specials: gemmaSpecials},
 	{Name: "phi-3-mini", Arch: "phi3", Dim: 3072, Layers: 32, Heads: 32, KVHeads: 32, FFN: 8192, Vocab: 32064, Ctx: 4096,
-		Specials: phi3Specials},
+		Specials: phi3Specials, Keys: map[string]any{"attention.sliding_window": uint32(2047)}},
+	{Name: "phi-4-mini", Arch: "phi3", Dim: 3072, Layers: 32, Heads: 24, KVHeads: 8, HeadDim: 128, RopeDim: 96, FFN: 8192,
+		Vocab: 200064, Ctx: 131072, Tied: true, LongRoPE: 4096, Specials: phi3Specials, Keys: map[string]any{"rope.freq_base": float32(10000)}},
 	{Name: "tiny-llama3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
 		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true, Specials: llama3Special},
 	{Name: "tiny-llama3-keys", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
@@ -105,6 +115,8 @@ var Shapes = []Shape{
 		Specials: gemmaSpecials},
 	{Name: "tiny-phi3", Arch: "phi3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
 		Specials: phi3Specials},
+	{Name: "tiny-phi3-longrope", Arch: "phi3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd,
+		OutStd: tinyOutStd, Specials: phi3Specials, RopeDim: 12, LongRoPE: 256, Tied: true},
 }
 
 // ShapeByName finds a shape of Shapes.
@@ -146,8 +158,9 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	if s.HeadDim > 0 {
 		headDim = s.HeadDim
 	}
+	ropeDim := cmp.Or(s.RopeDim, headDim)
 	cfg := &Config{Arch: s.Arch, ContextLength: s.Ctx, Dim: s.Dim, Layers: s.Layers, FFN: s.FFN,
-		Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: headDim, HeadDimV: headDim, VocabSize: s.Vocab, RopeDim: headDim}
+		Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: headDim, HeadDimV: headDim, VocabSize: s.Vocab, RopeDim: ropeDim}
 	w := gguf.NewWriter()
 	set := func(k string, v any) {
 		if err := w.Set(k, v); err != nil {
@@ -165,7 +178,13 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	set(key("feed_forward_length"), uint32(s.FFN))
 	set(key("attention.head_count"), uint32(s.Heads))
 	set(key("attention.head_count_kv"), uint32(s.KVHeads))
-	set(key("rope.dimension_count"), uint32(headDim))
+	set(key("rope.dimension_count"), uint32(ropeDim))
+	if s.LongRoPE > 0 {
+		set(key("rope.scaling.type"), "longrope")
+		set(key("rope.scaling.original_context_length"), uint32(s.LongRoPE))
+		scale := float64(s.Ctx) / float64(s.LongRoPE)
+		set(key("rope.scaling.attn_factor"), float32(math.Sqrt(1+math.Log(scale)/math.Log(float64(s.LongRoPE)))))
+	}
 	if headDim != s.Dim/s.Heads {
 		set(key("attention.key_length"), uint32(headDim))
 		set(key("attention.value_length"), uint32(headDim))
@@ -292,16 +311,33 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 			return err
 		}
 	}
-	if s.Llama3 != nil && s.RopeFreqs {
-		factors := Llama3RopeFactors(headDim, float32(10000), *s.Llama3)
-		if b, ok := s.Keys["rope.freq_base"].(float32); ok {
-			factors = Llama3RopeFactors(headDim, b, *s.Llama3)
-		}
-		data := make([]byte, 4*len(factors))
-		for i, f := range factors {
+	vector := func(r Role, xs []float32) error {
+		data := make([]byte, 4*len(xs))
+		for i, f := range xs {
 			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(f))
 		}
-		if err := w.AddTensor(TensorName(RopeFreqs, 0), kernels.F32, []uint64{uint64(len(factors))}, data); err != nil {
+		return w.AddTensor(TensorName(r, 0), kernels.F32, []uint64{uint64(len(xs))}, data)
+	}
+	if s.Llama3 != nil && s.RopeFreqs {
+		base, ok := s.Keys["rope.freq_base"].(float32)
+		if !ok {
+			base = 10000
+		}
+		if err := vector(RopeFreqs, Llama3RopeFactors(ropeDim, base, *s.Llama3)); err != nil {
+			return err
+		}
+	}
+	if s.LongRoPE > 0 {
+		half := ropeDim / 2
+		short, long := make([]float32, half), make([]float32, half)
+		for i := range half {
+			x := float32(i) / float32(max(half-1, 1))
+			short[i], long[i] = 1+1.5*x, 1+31*x*x
+		}
+		if err := vector(RopeFactorsLong, long); err != nil {
+			return err
+		}
+		if err := vector(RopeFactorsShort, short); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package models
 
 import (
 	"cmp"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -150,6 +151,18 @@ func TestSynthesizeFamilies(t *testing.T) {
 		}
 	})
 	t.Run("tiny-phi3", func(t *testing.T) { read(t, "tiny-phi3") })
+	t.Run("tiny-phi3-longrope", func(t *testing.T) {
+		f, c := read(t, "tiny-phi3-longrope")
+		want := float32(math.Sqrt(1 + math.Log(2)/math.Log(256)))
+		if c.RopeDim != 12 || c.RopeOrigCtx != 256 || c.RopeAttnFactor != want || c.RopeScale != 1 {
+			t.Errorf("%+v", c)
+		}
+		for _, r := range []Role{RopeFactorsLong, RopeFactorsShort} {
+			if ti, ok := f.Tensor(TensorName(r, 0)); !ok || ti.Dims[0] != 6 {
+				t.Errorf("%v missing or not of rope_dim/2", r)
+			}
+		}
+	})
 	t.Run("tiny-llama3", func(t *testing.T) {
 		// The factors llama.cpp reads from rope_freqs.weight are the ones
 		// computed from the keys.

@@ -27,10 +27,13 @@ type Backend struct {
 	attnJob  attnJob
 	gluJob   gluJob
 	// rotary are the model's RoPEs with the angles of each row of a pass:
-	// one, and another for the sliding-window layers when their base or
-	// scale differs (Gemma 3); layerRotary is each layer's.
+	// one, another for the sliding-window layers when their base or scale
+	// differs (Gemma 3), or one with LongRoPE's long factors for sequences
+	// longer than the original context (Phi-3.5, Phi-4-mini: longRotary,
+	// 0 when the model has none); layerRotary is each layer's.
 	rotary      []rotary
 	layerRotary []int
+	longRotary  int
 	// kv are the KV pools by precision, made by the first sequence of
 	// each; kvBytes and kvTokens size them.
 	kv       [2]*kvcache.Pool
@@ -76,9 +79,6 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	if err != nil {
 		return nil, err
 	}
-	if w.global.vec(models.RopeFactorsLong) != nil || w.global.vec(models.RopeFactorsShort) != nil {
-		return nil, fmt.Errorf("native: the model's RoPE has long and short frequency factors (LongRoPE), which this backend does not run")
-	}
 	b := &Backend{
 		cfg:      cfg,
 		w:        w,
@@ -87,7 +87,9 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 		kvBytes:  opt.KVBytes,
 		kvTokens: opt.KVTokens,
 	}
-	b.setRotary()
+	if err := b.setRotary(); err != nil {
+		return nil, err
+	}
 	b.attnJob.b = b
 	b.gluJob.b = b
 	if b.maxBatch == 0 {
@@ -111,15 +113,24 @@ type rotary struct {
 	cos, sin []float32
 }
 
-// setRotary sets up the RoPE of every layer: the model's, with Llama 3's
-// frequency factors from rope_freqs.weight or else from the rope.scaling
-// keys, and the sliding-window layers' own base and scale when they have
-// them.
-func (b *Backend) setRotary() {
-	cfg := b.cfg
-	factors := b.w.global.vec(models.RopeFreqs)
+// setRotary sets up the RoPE of every layer as llama.cpp picks it: the
+// model's, with frequency factors from rope_freqs.weight (Llama 3), else
+// from the rope.scaling keys, else LongRoPE's short ones, whose long ones
+// sequences longer than the original context take; and the
+// sliding-window layers' own base and scale when they have them.
+func (b *Backend) setRotary() error {
+	cfg, g := b.cfg, &b.w.global
+	long, short := g.vec(models.RopeFactorsLong), g.vec(models.RopeFactorsShort)
+	factors := g.vec(models.RopeFreqs)
 	if factors == nil {
 		factors = cfg.RopeFactors
+	}
+	if (long == nil) != (short == nil) {
+		return fmt.Errorf("native: the model has one of the long and short RoPE factors, not both")
+	}
+	longRoPE := factors == nil && long != nil
+	if longRoPE {
+		factors = short
 	}
 	rope := kernels.Rope{
 		Dims:        cfg.RopeDim,
@@ -127,6 +138,7 @@ func (b *Backend) setRotary() {
 		FreqScale:   cfg.RopeScale,
 		NeoX:        cfg.Rope == models.RopeNeoX,
 		FreqFactors: factors,
+		AttnFactor:  cfg.RopeAttnFactor,
 	}
 	b.rotary = []rotary{{Rope: rope}}
 	b.layerRotary = make([]int, cfg.Layers)
@@ -140,6 +152,16 @@ func (b *Backend) setRotary() {
 			b.layerRotary[l] = 1
 		}
 	}
+	if longRoPE {
+		if len(b.rotary) > 1 {
+			return fmt.Errorf("native: LongRoPE factors with another RoPE in the sliding-window layers are not supported")
+		}
+		longRope := rope
+		longRope.FreqFactors = long
+		b.longRotary = len(b.rotary)
+		b.rotary = append(b.rotary, rotary{Rope: longRope})
+	}
+	return nil
 }
 
 // Model describes the loaded model.

@@ -143,12 +143,17 @@ func (b *Backend) normHeads(l int, x, w []float32, point string) {
 }
 
 // rotate applies layer l's RoPE to the queries and keys of the n rows of a
-// pass, by the angles of each row's position.
+// pass, by the angles of each row's position (LongRoPE's long factors in
+// the rows of a long sequence).
 func (b *Backend) rotate(l, n int, q, k []float32) {
-	cfg, rot := b.cfg, &b.rotary[b.layerRotary[l]]
+	cfg, bf := b.cfg, &b.buf
 	hd, half := cfg.HeadDim, cfg.RopeDim/2
 	qDim, kDim := cfg.Heads*hd, cfg.KVHeads*hd
 	for r := range n {
+		rot := &b.rotary[b.layerRotary[l]]
+		if bf.segs[bf.rowSeg[r]].seq.long {
+			rot = &b.rotary[b.longRotary]
+		}
 		cos, sin := rot.cos[r*half:(r+1)*half], rot.sin[r*half:(r+1)*half]
 		rot.Apply(q[r*qDim:(r+1)*qDim], hd, cos, sin)
 		rot.Apply(k[r*kDim:(r+1)*kDim], hd, cos, sin)

@@ -36,8 +36,11 @@ func TestFamilyParity(t *testing.T) {
 			keys := "tiny-llama3-keys-F32.gguf"
 			paths = append(paths, filepath.Join(familyDir, keys))
 		}
-		for _, path := range paths {
-			name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		for i, path := range paths {
+			name := model // the run's directory
+			if i > 0 {
+				name = strings.TrimSuffix(filepath.Base(path), ".gguf")
+			}
 			if ref.LoRAFile != "" {
 				name += "+lora"
 			}
@@ -148,5 +151,32 @@ func TestFamilyDecodeAllocatesNothing(t *testing.T) {
 				t.Errorf("a decode step allocates %.1f times", a)
 			}
 		})
+	}
+}
+
+// TestLongRoPESequences checks that a LongRoPE model rotates a sequence
+// longer than its original context (256) by the long factors and a shorter
+// one by the short factors, so that the two never share cached blocks.
+func TestLongRoPESequences(t *testing.T) {
+	b, _, _ := openFile(t, filepath.Join(familyDir, "tiny-phi3-longrope-F32.gguf"), backends.Options{Threads: 2})
+	long := backends.SequenceOptions{MaxLen: 512}
+	short := backends.SequenceOptions{MaxLen: 256}
+	first := newSeq(t, b, long)
+	forward(t, b, backends.Step{Seq: first, Tokens: longPrompt})
+	if n := newSeq(t, b, short).Reuse(longPrompt, len(longPrompt)-1); n != 0 {
+		t.Errorf("a short sequence reused %d tokens of a long one", n)
+	}
+	if n := newSeq(t, b, long).Reuse(longPrompt, len(longPrompt)-1); n != 64 {
+		t.Errorf("a long sequence reused %d tokens of a long one, want 64", n)
+	}
+	if err := newSeq(t, b, short).ShareFrom(first); err == nil {
+		t.Error("a short sequence shared a long one's blocks")
+	}
+	vocab := b.Model().VocabSize
+	l, s := make([]float32, vocab), make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: newSeq(t, b, long), Tokens: longPrompt[:20], Logits: l})
+	forward(t, b, backends.Step{Seq: newSeq(t, b, short), Tokens: longPrompt[:20], Logits: s})
+	if maxRelDiff(l, s) < 1e-3 {
+		t.Error("long and short sequences give the same logits")
 	}
 }

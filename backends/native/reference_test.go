@@ -21,6 +21,7 @@ type reference struct {
 	ModelFile    string         `json:"model_file"`
 	LoRAFile     string         `json:"lora_file"` // a GGUF LoRA adapter the run applies
 	LoRAScale    float32        `json:"lora_scale"`
+	NCtx         int            `json:"n_ctx"` // the context of the run's sequence
 	PromptTokens []tokenizer.ID `json:"prompt_tokens"`
 	Steps        []struct {
 		Chosen int `json:"chosen"`
@@ -156,7 +157,14 @@ func checkReference(t *testing.T, b *Backend, ref *reference, rule parityRule) {
 // checkReferenceWith replays ref on a sequence that runs adapter a (nil:
 // none) at the reference's LoRA scale.
 func checkReferenceWith(t *testing.T, b *Backend, ref *reference, rule parityRule, a *lora.Adapter) {
-	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: len(ref.PromptTokens) + len(ref.Steps)})
+	// The sequence is as long as the run's context where the model holds
+	// it: a LongRoPE model picks its factors by that length, as llama.cpp
+	// picks them by n_ctx_seq.
+	maxLen := len(ref.PromptTokens) + len(ref.Steps)
+	if ref.NCtx >= maxLen && ref.NCtx <= b.cfg.ContextLength {
+		maxLen = ref.NCtx
+	}
+	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: maxLen})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,16 @@ type sequence struct {
 	backends.TableSequence
 	owner *Backend
 	call  uint64 // the last Forward call that named this sequence
+	// long says the sequence may grow past the model's original context
+	// and so takes LongRoPE's long factors (llama.cpp's n_ctx_seq >
+	// n_ctx_orig); always false for a model without them. Its keys are
+	// the TableSequence's variant longVariant.
+	long bool
 }
+
+// longVariant is the TableSequence variant of sequences rotated by
+// LongRoPE's long factors.
+const longVariant = 1
 
 // NewSequence makes an empty sequence of up to opts.MaxLen tokens (the
 // model's trained context when 0) in the backend's KV pool of precision
@@ -47,7 +56,12 @@ func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence,
 		return nil, fmt.Errorf("native: %w (raise the KV memory)", err)
 	}
 	b.growAttention(n)
-	return &sequence{owner: b, TableSequence: backends.TableSequence{Table: t}}, nil
+	long := b.longRotary > 0 && n > b.cfg.RopeOrigCtx
+	var variant uint64
+	if long {
+		variant = longVariant
+	}
+	return &sequence{owner: b, TableSequence: backends.NewTableSequence(t, variant), long: long}, nil
 }
 
 // kvPool is the backend's pool of precision kv, made at its first use.
