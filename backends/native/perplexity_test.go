@@ -10,7 +10,6 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
-	"github.com/ruvllm/ruvllm/models/gguf"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -65,6 +64,19 @@ func lnPerplexity(t *testing.T, b backends.Backend, tokens []tokenizer.ID, nCtx,
 // ../shared/reference/perplexity.json.
 func TestPerplexity(t *testing.T) {
 	dir := shared.Path(t, "reference")
+	root := filepath.Dir(dir)
+	checkPerplexities(t, dir, func(name string) string { return modelPath(root, name) })
+}
+
+// TestFamilyPerplexity compares with the recent llama.cpp's figures for the
+// families' files in testdata/families/perplexity.json (README.md there).
+func TestFamilyPerplexity(t *testing.T) {
+	checkPerplexities(t, familyDir, func(name string) string { return filepath.Join(familyDir, name) })
+}
+
+// checkPerplexities measures every model of dir/perplexity.json, found by
+// path, on its text in dir: ln ppl within 0.01 of llama.cpp's, 1% of ppl.
+func checkPerplexities(t *testing.T, dir string, path func(modelFile string) string) {
 	raw, err := os.ReadFile(filepath.Join(dir, "perplexity.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -78,17 +90,9 @@ func TestPerplexity(t *testing.T) {
 	if err := json.Unmarshal(raw, &refs); err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Dir(dir)
 	for _, ref := range refs {
 		t.Run(strings.TrimSuffix(ref.ModelFile, ".gguf"), func(t *testing.T) {
-			path := modelPath(root, ref.ModelFile)
-			rel, _ := filepath.Rel(root, path)
-			b := open(t, backends.Options{Threads: 2}, strings.Split(rel, string(filepath.Separator))...)
-			f, err := gguf.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			b, f, _ := openFile(t, path(ref.ModelFile), backends.Options{Threads: 2})
 			tok, err := tokenizer.FromGGUF(f)
 			if err != nil {
 				t.Fatal(err)
