@@ -91,3 +91,33 @@ func TestSoftCap(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGatedActivations compares GeGLU with SwiGLU on a row of
+// Gemma-3-1B's MLP width.
+func BenchmarkGatedActivations(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 6912
+	gate, up, dst := randF32(rng, n, 3), randF32(rng, n, 3), make([]float32, n)
+	for _, k := range []struct {
+		name string
+		f    func(dst, gate, up []float32)
+	}{{"SwiGLU", SwiGLU}, {"GeGLU", GeGLU}} {
+		b.Run(k.name, func(b *testing.B) {
+			b.SetBytes(4 * n)
+			for b.Loop() {
+				k.f(dst, gate, up)
+			}
+		})
+	}
+}
+
+// BenchmarkSoftCap measures capping a row of Gemma 2's vocabulary.
+func BenchmarkSoftCap(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 256000
+	x := randF32(rng, n, 20)
+	b.SetBytes(4 * n)
+	for b.Loop() {
+		SoftCap(x, 30)
+	}
+}

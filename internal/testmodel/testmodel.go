@@ -29,6 +29,14 @@ var synthMu sync.Mutex
 // shared by the test binaries of every package.
 func Synth(tb testing.TB, shape, ft string) string {
 	tb.Helper()
+	return SynthAs(tb, shape, "", ft)
+}
+
+// SynthAs is Synth with the shape written as architecture arch ("": the
+// shape's own), as synth --arch writes it: SynthAs(tb, "qwen3-0.6b",
+// "llama", "Q4_K_M") is a llama of Qwen3-0.6B's size.
+func SynthAs(tb testing.TB, shape, arch, ft string) string {
+	tb.Helper()
 	s, err := models.ShapeByName(shape)
 	if err != nil {
 		tb.Fatal(err)
@@ -37,8 +45,13 @@ func Synth(tb testing.TB, shape, ft string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	name := s.Name
+	if arch != "" {
+		s.Arch = arch
+		name += "-" + arch
+	}
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ruvllm-testmodels-v%d", synthVersion))
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", s.Name, t.Name))
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", name, t.Name))
 	synthMu.Lock()
 	defer synthMu.Unlock()
 	if _, err := os.Stat(path); err == nil {
