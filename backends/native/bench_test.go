@@ -64,43 +64,52 @@ func BenchmarkForward(b *testing.B) {
 // llama has the same matrices (Phi-3's fused ones split), so the ratio of
 // the two is the families' cost per parameter relative to llama's.
 func BenchmarkFamilies(b *testing.B) {
-	const prompt, ctx = 128, 256
 	for _, shape := range []string{"qwen3-0.6b", "gemma-3-1b", "phi-3-mini", "gemma-2-2b"} {
-		for _, arch := range []string{"", "llama"} {
-			path := testmodel.SynthAs(b, shape, arch, "Q4_K_M")
-			be, _, cfg := openFile(b, path, backends.Options{Threads: 1})
-			vocab := be.Model().VocabSize
-			logits := make([]float32, vocab)
-			toks := make([]tokenizer.ID, prompt)
-			for i := range toks {
-				toks[i] = tokenizer.ID((i*7919 + 1) % vocab)
+		// The files are made inside the shape's run, so that -bench
+		// selects which are written.
+		b.Run(shape, func(b *testing.B) {
+			for _, arch := range []string{"", "llama"} {
+				benchPromptAndDecode(b, testmodel.SynthAs(b, shape, arch, "Q4_K_M"))
 			}
-			seq := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
-			name := shape + "/" + cfg.Arch
-			b.Run(name+"/prefill", func(b *testing.B) {
-				cpu := cpuTime()
-				for b.Loop() {
-					seq.Reset()
-					forward(b, be, backends.Step{Seq: seq, Tokens: toks, Logits: logits})
-				}
-				b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tokens/s")
-				b.ReportMetric((cpuTime()-cpu).Seconds()*1e3/float64(prompt*b.N), "cpu-ms/token")
-			})
-			b.Run(name+"/decode", func(b *testing.B) {
-				seq.Reset()
-				step := []backends.Step{{Seq: seq, Tokens: []tokenizer.ID{1}, Logits: logits}}
-				cpu := cpuTime()
-				for b.Loop() {
-					if seq.Len() == ctx {
-						seq.Reset()
-					}
-					if err := be.Forward(step); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-				b.ReportMetric((cpuTime()-cpu).Seconds()*1e3/float64(b.N), "cpu-ms/token")
-			})
-		}
+		})
 	}
+}
+
+// benchPromptAndDecode runs the model at path on one thread under its
+// architecture's name: a 128-token prompt, then decode steps in a context
+// of 256.
+func benchPromptAndDecode(b *testing.B, path string) {
+	const prompt, ctx = 128, 256
+	be, _, cfg := openFile(b, path, backends.Options{Threads: 1, KVTokens: ctx})
+	vocab := be.Model().VocabSize
+	logits := make([]float32, vocab)
+	toks := make([]tokenizer.ID, prompt)
+	for i := range toks {
+		toks[i] = tokenizer.ID((i*7919 + 1) % vocab)
+	}
+	seq := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
+	b.Run(cfg.Arch+"/prefill", func(b *testing.B) {
+		cpu := cpuTime()
+		for b.Loop() {
+			seq.Reset()
+			forward(b, be, backends.Step{Seq: seq, Tokens: toks, Logits: logits})
+		}
+		b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tokens/s")
+		b.ReportMetric((cpuTime()-cpu).Seconds()*1e3/float64(prompt*b.N), "cpu-ms/token")
+	})
+	b.Run(cfg.Arch+"/decode", func(b *testing.B) {
+		seq.Reset()
+		step := []backends.Step{{Seq: seq, Tokens: []tokenizer.ID{1}, Logits: logits}}
+		cpu := cpuTime()
+		for b.Loop() {
+			if seq.Len() == ctx {
+				seq.Reset()
+			}
+			if err := be.Forward(step); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		b.ReportMetric((cpuTime()-cpu).Seconds()*1e3/float64(b.N), "cpu-ms/token")
+	})
 }
