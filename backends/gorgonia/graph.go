@@ -134,18 +134,38 @@ func floats(x *G.Node) []float32 { return x.Value().Data().([]float32) }
 // row makes a (1, len(v)) node of v.
 func (n *net) row(v []float32) *G.Node { return n.matrix(v, 1, len(v)) }
 
-// norm is RMSNorm of each row of x (t, dim), scaled by w:
-// x ⊙ (r·w) with r (t, 1) the rows' inverse root mean squares.
-func (n *net) norm(x *G.Node, w []float32) *G.Node {
-	dim := len(w)
-	mean := make([]float32, dim)
-	for i := range mean {
-		mean[i] = 1 / float32(dim)
+// norm is RMSNorm of each row of x (t, dim), scaled by w.
+func (n *net) norm(x *G.Node, w []float32) *G.Node { return n.normGroups(x, w, 1) }
+
+// normGroups is RMSNorm of each of the groups consecutive pieces of
+// len(w) columns of every row of x (t, groups·len(w)), each scaled by w:
+// x ⊙ (r·E) with r (t, groups) the pieces' inverse root mean squares and E
+// (groups, groups·len(w)) putting w under each piece. One group is a whole
+// row's norm; a head's columns are one group in Qwen3's query and key
+// norms.
+func (n *net) normGroups(x *G.Node, w []float32, groups int) *G.Node {
+	size := len(w)
+	mean := make([]float32, groups*size*groups) // (groups·size, groups)
+	spread := make([]float32, groups*groups*size)
+	for g := range groups {
+		for i := range size {
+			mean[(g*size+i)*groups+g] = 1 / float32(size)
+			spread[g*groups*size+g*size+i] = w[i]
+		}
 	}
-	ms := must(G.Mul(must(G.Square(x)), n.matrix(mean, dim, 1))) // (t, 1)
+	ms := must(G.Mul(must(G.Square(x)), n.matrix(mean, groups*size, groups))) // (t, groups)
 	eps := G.NewConstant(n.m.cfg.NormEps)
 	r := must(G.Inverse(must(G.Sqrt(must(G.Add(ms, eps)))))) // Gorgonia's InverseSqrt has a wrong gradient
-	return must(G.HadamardProd(x, must(G.Mul(r, n.row(w)))))
+	return must(G.HadamardProd(x, must(G.Mul(r, n.matrix(spread, groups, groups*size)))))
+}
+
+// normHeads is the per-head RMS norm of the queries or keys x (t,
+// heads·head_dim) by w (head_dim), when the block has one (Qwen3).
+func (n *net) normHeads(x *G.Node, w []float32, heads int) *G.Node {
+	if w == nil {
+		return x
+	}
+	return n.normGroups(x, w, heads)
 }
 
 // linear is x·Wᵀ (+ bias) (+ the adapter's update of W).
@@ -171,6 +191,8 @@ func (n *net) attention(l int, t *tensors, xn *G.Node) *G.Node {
 	q := n.linear(xn, t.mat(models.AttnQ), t.vec(models.AttnQBias))
 	k := n.linear(xn, t.mat(models.AttnK), t.vec(models.AttnKBias))
 	v := n.linear(xn, t.mat(models.AttnV), t.vec(models.AttnVBias))
+	q = n.normHeads(q, t.vec(models.AttnQNorm), n.m.cfg.Heads)
+	k = n.normHeads(k, t.vec(models.AttnKNorm), n.m.cfg.KVHeads)
 	a := &attention{m: n.m, t: n.t, pos: n.pos, past: n.past.n, round: n.roundKV, cos: n.cos, sin: n.sin}
 	if n.past.n > 0 {
 		a.pastK, a.pastV = n.past.k[l], n.past.v[l]
@@ -193,7 +215,8 @@ func (n *net) swiglu(t *tensors, xn *G.Node) *G.Node {
 }
 
 // llamaBlock is a pre-norm block of attention and a SwiGLU MLP; qwen2's is
-// the same, its biases applied where the block has them.
+// the same, its biases applied where the block has them, and qwen3's, its
+// query and key norms applied before RoPE.
 func llamaBlock(n *net, l int, x *G.Node) *G.Node {
 	t := &n.m.w.blocks[l]
 	x = must(G.Add(x, n.attention(l, t, n.norm(x, t.vec(models.AttnNorm)))))
@@ -204,6 +227,7 @@ func llamaBlock(n *net, l int, x *G.Node) *G.Node {
 var blocks = map[string]func(n *net, l int, x *G.Node) *G.Node{
 	"llama": llamaBlock,
 	"qwen2": llamaBlock,
+	"qwen3": llamaBlock,
 }
 
 // forward builds the pass over the embeddings x (t, dim) and returns the

@@ -35,6 +35,12 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Llama 3.1's RoPE factors: the file's rope_freqs.weight, else those
+	// the rope.scaling keys give (models.Llama3RopeFactors).
+	factors := w.global.vec(models.RopeFreqs)
+	if factors == nil {
+		factors = cfg.RopeFactors
+	}
 	m := &Model{
 		cfg: cfg,
 		w:   w,
@@ -43,7 +49,7 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 			Base:        cfg.RopeBase,
 			FreqScale:   cfg.RopeScale,
 			NeoX:        cfg.Rope == models.RopeNeoX,
-			FreqFactors: w.global.vec(models.RopeFreqs),
+			FreqFactors: factors,
 		},
 		targets: w.linears(),
 	}
