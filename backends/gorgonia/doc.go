@@ -1,4 +1,4 @@
-// Package gorgonia runs llama, qwen2 and qwen3 models as Gorgonia graphs in F32: a
+// Package gorgonia runs llama, qwen2, qwen3 and phi3 models as Gorgonia graphs in F32: a
 // second forward pass, independent of the native backend's kernels but for
 // the dequantizers that read the weights, which serves (it implements
 // backends.Backend, registered as "gorgonia") and checks the native one;

@@ -184,13 +184,30 @@ func (n *net) linear(x *G.Node, l *linear, bias []float32) *G.Node {
 	return y
 }
 
+// projectQKV is the queries, keys and values of xn (t, dim): three
+// products (with biases where the block has them), or one product by the
+// fused attn_qkv (Phi-3) whose columns are sliced into q, k and v.
+func (n *net) projectQKV(t *tensors, xn *G.Node) (q, k, v *G.Node) {
+	if w := t.mat(models.AttnQKV); w != nil {
+		c := n.m.cfg
+		qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+		qkv := n.linear(xn, w, nil)
+		return n.columns(qkv, 0, qDim), n.columns(qkv, qDim, qDim+kvDim), n.columns(qkv, qDim+kvDim, qDim+2*kvDim)
+	}
+	q = n.linear(xn, t.mat(models.AttnQ), t.vec(models.AttnQBias))
+	k = n.linear(xn, t.mat(models.AttnK), t.vec(models.AttnKBias))
+	v = n.linear(xn, t.mat(models.AttnV), t.vec(models.AttnVBias))
+	return q, k, v
+}
+
+// columns is the columns [c0, c1) of x.
+func (n *net) columns(x *G.Node, c0, c1 int) *G.Node { return must(G.Slice(x, nil, G.S(c0, c1))) }
+
 // attention is block l's self-attention of its normalised input xn
 // (t, dim): Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv), each
 // token seeing the past and the pass's tokens up to itself (ops.go).
 func (n *net) attention(l int, t *tensors, xn *G.Node) *G.Node {
-	q := n.linear(xn, t.mat(models.AttnQ), t.vec(models.AttnQBias))
-	k := n.linear(xn, t.mat(models.AttnK), t.vec(models.AttnKBias))
-	v := n.linear(xn, t.mat(models.AttnV), t.vec(models.AttnVBias))
+	q, k, v := n.projectQKV(t, xn)
 	q = n.normHeads(q, t.vec(models.AttnQNorm), n.m.cfg.Heads)
 	k = n.normHeads(k, t.vec(models.AttnKNorm), n.m.cfg.KVHeads)
 	a := &attention{m: n.m, t: n.t, pos: n.pos, past: n.past.n, round: n.roundKV, cos: n.cos, sin: n.sin}
@@ -206,17 +223,26 @@ func (n *net) attention(l int, t *tensors, xn *G.Node) *G.Node {
 	return n.linear(att, t.mat(models.AttnOut), nil)
 }
 
-// swiglu is block l's MLP: Wdown·(silu(Wgate·xn) ⊙ Wup·xn).
+// swiglu is block l's MLP: Wdown·(silu(Wgate·xn) ⊙ Wup·xn), the gate and
+// up from one fused matrix in Phi-3.
 func (n *net) swiglu(t *tensors, xn *G.Node) *G.Node {
-	gate := n.linear(xn, t.mat(models.FFNGate), nil)
-	up := n.linear(xn, t.mat(models.FFNUp), nil)
+	var gate, up *G.Node
+	if wg := t.mat(models.FFNGate); wg != nil {
+		gate, up = n.linear(xn, wg, nil), n.linear(xn, t.mat(models.FFNUp), nil)
+	} else { // Phi-3's ffn_up holds the gate's rows, then the up's
+		gateUp := n.linear(xn, t.mat(models.FFNUp), nil)
+		ffn := n.m.cfg.FFN
+		gate, up = n.columns(gateUp, 0, ffn), n.columns(gateUp, ffn, 2*ffn)
+	}
 	silu := must(G.HadamardProd(gate, must(G.Sigmoid(gate))))
 	return n.linear(must(G.HadamardProd(silu, up)), t.mat(models.FFNDown), nil)
 }
 
 // llamaBlock is a pre-norm block of attention and a SwiGLU MLP; qwen2's is
-// the same, its biases applied where the block has them, and qwen3's, its
-// query and key norms applied before RoPE.
+// the same, its biases applied where the block has them, qwen3's, its
+// query and key norms applied before RoPE, and phi3's, its fused matrices
+// sliced (Phi-3 scales the queries before the scores, which differs only
+// in rounding).
 func llamaBlock(n *net, l int, x *G.Node) *G.Node {
 	t := &n.m.w.blocks[l]
 	x = must(G.Add(x, n.attention(l, t, n.norm(x, t.vec(models.AttnNorm)))))
@@ -228,6 +254,7 @@ var blocks = map[string]func(n *net, l int, x *G.Node) *G.Node{
 	"llama": llamaBlock,
 	"qwen2": llamaBlock,
 	"qwen3": llamaBlock,
+	"phi3":  llamaBlock,
 }
 
 // forward builds the pass over the embeddings x (t, dim) and returns the

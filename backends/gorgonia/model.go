@@ -35,6 +35,9 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w.global.vec(models.RopeFactorsLong) != nil || cfg.RopeAttnFactor != 1 {
+		return nil, fmt.Errorf("gorgonia: LongRoPE (Phi-3.5, Phi-4-mini) is not supported by this backend")
+	}
 	// Llama 3.1's RoPE factors: the file's rope_freqs.weight, else those
 	// the rope.scaling keys give (models.Llama3RopeFactors).
 	factors := w.global.vec(models.RopeFreqs)

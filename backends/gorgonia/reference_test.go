@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
@@ -54,7 +55,7 @@ func TestReferenceParity(t *testing.T) {
 // TestFamilyParity replays, as TestReferenceParity does, a recent
 // llama.cpp's runs of the native backend's tiny family files
 // (../native/testdata/families, README there) of the families this backend
-// runs: Qwen3, and Llama 3.1's RoPE scaling given as rope_freqs.weight or
+// runs: Qwen3, Phi-3 (without LongRoPE), and Llama 3.1's RoPE scaling given as rope_freqs.weight or
 // by the rope.scaling keys (held to the runs of the file with the tensor).
 func TestFamilyParity(t *testing.T) {
 	const dir = "../native/testdata/families"
@@ -62,6 +63,7 @@ func TestFamilyParity(t *testing.T) {
 		{"tiny-qwen3-F32.gguf", "tiny-qwen3-F32"},
 		{"tiny-llama3-F32.gguf", "tiny-llama3-F32"},
 		{"tiny-llama3-keys-F32.gguf", "tiny-llama3-F32"},
+		{"tiny-phi3-F32.gguf", "tiny-phi3-F32"},
 	} {
 		files, _ := filepath.Glob(filepath.Join(dir, c.runs, "*.logits.json"))
 		if len(files) == 0 {
@@ -149,4 +151,27 @@ func teacherForced(t *testing.T, b backends.Backend, ref *reference, kv kvcache.
 		toks = []tokenizer.ID{tokenizer.ID(st.Chosen)}
 	}
 	return out
+}
+
+// TestRefusesUnsupported checks that the families and RoPE variants this
+// backend has no graph for are refused when opened, not run wrongly.
+func TestRefusesUnsupported(t *testing.T) {
+	const dir = "../native/testdata/families"
+	for _, c := range []struct{ file, want string }{
+		{"tiny-gemma2-F32.gguf", `architecture "gemma2" has no graph`},
+		{"tiny-gemma3-F32.gguf", `architecture "gemma3" has no graph`},
+		{"tiny-phi3-longrope-F32.gguf", "LongRoPE"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			m := testmodel.Load(t, filepath.Join(dir, c.file))
+			b, err := backends.Open("gorgonia", m, backends.Options{Threads: 1})
+			if err == nil {
+				b.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+		})
+	}
 }
