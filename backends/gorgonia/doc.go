@@ -1,5 +1,5 @@
-// Package gorgonia runs llama, qwen2, qwen3 and phi3 models as Gorgonia graphs in F32: a
-// second forward pass, independent of the native backend's kernels but for
+// Package gorgonia runs the model families (llama, qwen2, qwen3, phi3,
+// gemma2, gemma3) as Gorgonia graphs in F32: a second forward pass, independent of the native backend's kernels but for
 // the dequantizers that read the weights, which serves (it implements
 // backends.Backend, registered as "gorgonia") and checks the native one;
 // and, through Gorgonia's symbolic differentiation, the trainer of LoRA
@@ -10,11 +10,11 @@
 // last release; it runs on Go 1.26 with go4.org/unsafe/assume-no-moving-gc
 // at its latest version). Of Gorgonia we rely on: ExprGraph and input
 // nodes holding tensor.Dense values; MatMul (Mul of two matrices),
-// element-wise Add, HadamardProd, Square, InverseSqrt, Sigmoid, Log,
+// element-wise Add, HadamardProd, Square, InverseSqrt, Sigmoid, Tanh, Log,
 // LogSoftMax/SoftMax along an axis, Slice, Concat, Transpose and Sum; Grad
 // (symbolic differentiation) and the TapeMachine that runs a graph and its
 // gradients; AdamSolver over our own ValueGrad parameters; and the Op and
-// SDOp interfaces for one custom op (rounding to F16 with a straight-through
-// gradient). Broadcasting is written as outer products rather than with
+// SDOp interfaces for our own ops (attention, frozen linear layers, ggml's
+// table GELU). Broadcasting is written as outer products rather than with
 // Gorgonia's broadcast ops.
 package gorgonia

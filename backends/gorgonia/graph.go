@@ -56,9 +56,12 @@ type net struct {
 	// for the caller's cache.
 	keepKV bool
 	past   pastKV
-	// cos and sin (t, rope_dim/2) are the RoPE angles of the tokens.
-	cos, sin []float32
-	ones     *G.Node // (t, 1): broadcasts rows
+	// cos and sin (t, rope_dim/2) are the RoPE angles of the tokens, and
+	// cosSWA and sinSWA those of the sliding-window layers' RoPE when it
+	// differs (Model.ropeSWA).
+	cos, sin       []float32
+	cosSWA, sinSWA []float32
+	ones           *G.Node // (t, 1): broadcasts rows
 	// attn are the layers' attentions, which hold the pass's keys and
 	// values after a run when keepKV is set.
 	attn []*attention
@@ -91,6 +94,12 @@ func newNet(gr *graph, m *Model, t, pos int, past pastKV) *net {
 	n.cos, n.sin = make([]float32, t*half), make([]float32, t*half)
 	for r := range t {
 		m.rope.Angles(pos+r, n.cos[r*half:(r+1)*half], n.sin[r*half:(r+1)*half])
+	}
+	if m.ropeSWA != nil {
+		n.cosSWA, n.sinSWA = make([]float32, t*half), make([]float32, t*half)
+		for r := range t {
+			m.ropeSWA.Angles(pos+r, n.cosSWA[r*half:(r+1)*half], n.sinSWA[r*half:(r+1)*half])
+		}
 	}
 	ones := make([]float32, t)
 	for i := range ones {
@@ -205,12 +214,26 @@ func (n *net) columns(x *G.Node, c0, c1 int) *G.Node { return must(G.Slice(x, ni
 
 // attention is block l's self-attention of its normalised input xn
 // (t, dim): Wo·attend(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv), each
-// token seeing the past and the pass's tokens up to itself (ops.go).
-func (n *net) attention(l int, t *tensors, xn *G.Node) *G.Node {
+// token seeing the past and the pass's tokens up to itself, or the last
+// window of them in a sliding-window layer, its scores capped where the
+// model caps them (ops.go). scaledQueries scales the queries rather than
+// the scores, as Gemma's and Phi-3's graphs do.
+func (n *net) attention(l int, t *tensors, xn *G.Node, scaledQueries bool) *G.Node {
 	q, k, v := n.projectQKV(t, xn)
 	q = n.normHeads(q, t.vec(models.AttnQNorm), n.m.cfg.Heads)
 	k = n.normHeads(k, t.vec(models.AttnKNorm), n.m.cfg.KVHeads)
-	a := &attention{m: n.m, t: n.t, pos: n.pos, past: n.past.n, round: n.roundKV, cos: n.cos, sin: n.sin}
+	cfg := n.m.cfg
+	a := &attention{m: n.m, t: n.t, pos: n.pos, past: n.past.n, round: n.roundKV, rot: &n.m.rope, cos: n.cos, sin: n.sin,
+		qScale: 1, sScale: cfg.AttnScale, softCap: cfg.AttnSoftCap}
+	if scaledQueries {
+		a.qScale, a.sScale = cfg.AttnScale, 1
+	}
+	if cfg.Windowed(l) {
+		a.window = cfg.SlidingWindow
+		if n.m.ropeSWA != nil {
+			a.rot, a.cos, a.sin = n.m.ropeSWA, n.cosSWA, n.sinSWA
+		}
+	}
 	if n.past.n > 0 {
 		a.pastK, a.pastV = n.past.k[l], n.past.v[l]
 	}
@@ -223,9 +246,9 @@ func (n *net) attention(l int, t *tensors, xn *G.Node) *G.Node {
 	return n.linear(att, t.mat(models.AttnOut), nil)
 }
 
-// swiglu is block l's MLP: Wdown·(silu(Wgate·xn) ⊙ Wup·xn), the gate and
+// gatedMLP is block l's MLP: Wdown·(act(Wgate·xn) ⊙ Wup·xn), the gate and
 // up from one fused matrix in Phi-3.
-func (n *net) swiglu(t *tensors, xn *G.Node) *G.Node {
+func (n *net) gatedMLP(t *tensors, xn *G.Node, act func(gate *G.Node) *G.Node) *G.Node {
 	var gate, up *G.Node
 	if wg := t.mat(models.FFNGate); wg != nil {
 		gate, up = n.linear(xn, wg, nil), n.linear(xn, t.mat(models.FFNUp), nil)
@@ -234,27 +257,51 @@ func (n *net) swiglu(t *tensors, xn *G.Node) *G.Node {
 		ffn := n.m.cfg.FFN
 		gate, up = n.columns(gateUp, 0, ffn), n.columns(gateUp, ffn, 2*ffn)
 	}
-	silu := must(G.HadamardProd(gate, must(G.Sigmoid(gate))))
-	return n.linear(must(G.HadamardProd(silu, up)), t.mat(models.FFNDown), nil)
+	return n.linear(must(G.HadamardProd(act(gate), up)), t.mat(models.FFNDown), nil)
 }
 
+// silu is x ⊙ sigmoid(x), SwiGLU's activation.
+func silu(x *G.Node) *G.Node { return must(G.HadamardProd(x, must(G.Sigmoid(x)))) }
+
+// gelu is GeGLU's activation as ggml computes it (geluOp).
+func gelu(x *G.Node) *G.Node { return must(G.ApplyOp(geluOp{}, x)) }
+
 // llamaBlock is a pre-norm block of attention and a SwiGLU MLP; qwen2's is
-// the same, its biases applied where the block has them, qwen3's, its
-// query and key norms applied before RoPE, and phi3's, its fused matrices
-// sliced (Phi-3 scales the queries before the scores, which differs only
-// in rounding).
+// the same, its biases applied where the block has them, and qwen3's, its
+// query and key norms applied before RoPE.
 func llamaBlock(n *net, l int, x *G.Node) *G.Node {
 	t := &n.m.w.blocks[l]
-	x = must(G.Add(x, n.attention(l, t, n.norm(x, t.vec(models.AttnNorm)))))
-	return must(G.Add(x, n.swiglu(t, n.norm(x, t.vec(models.FFNNorm)))))
+	x = must(G.Add(x, n.attention(l, t, n.norm(x, t.vec(models.AttnNorm)), false)))
+	return must(G.Add(x, n.gatedMLP(t, n.norm(x, t.vec(models.FFNNorm)), silu)))
+}
+
+// phi3Block is llama's with the queries scaled before the scores, and q,
+// k, v and the gate and up from fused matrices.
+func phi3Block(n *net, l int, x *G.Node) *G.Node {
+	t := &n.m.w.blocks[l]
+	x = must(G.Add(x, n.attention(l, t, n.norm(x, t.vec(models.AttnNorm)), true)))
+	return must(G.Add(x, n.gatedMLP(t, n.norm(x, t.vec(models.FFNNorm)), silu)))
+}
+
+// gemmaBlock is Gemma 2's and 3's: attention (queries scaled, scores
+// capped in Gemma 2, windowed in the sliding-window layers, q/k norms in
+// Gemma 3) and a GeGLU MLP, each normed before and after.
+func gemmaBlock(n *net, l int, x *G.Node) *G.Node {
+	t := &n.m.w.blocks[l]
+	a := n.attention(l, t, n.norm(x, t.vec(models.AttnNorm)), true)
+	x = must(G.Add(x, n.norm(a, t.vec(models.AttnPostNorm))))
+	f := n.gatedMLP(t, n.norm(x, t.vec(models.FFNNorm)), gelu)
+	return must(G.Add(x, n.norm(f, t.vec(models.FFNPostNorm))))
 }
 
 // blocks are the block functions by architecture.
 var blocks = map[string]func(n *net, l int, x *G.Node) *G.Node{
-	"llama": llamaBlock,
-	"qwen2": llamaBlock,
-	"qwen3": llamaBlock,
-	"phi3":  llamaBlock,
+	"llama":  llamaBlock,
+	"qwen2":  llamaBlock,
+	"qwen3":  llamaBlock,
+	"phi3":   phi3Block,
+	"gemma2": gemmaBlock,
+	"gemma3": gemmaBlock,
 }
 
 // forward builds the pass over the embeddings x (t, dim) and returns the
@@ -286,7 +333,11 @@ func (n *net) forwardRows(x, sel *G.Node) *G.Node {
 		x = must(G.Mul(sel, x))
 	}
 	n.hidden = n.norm(x, n.m.w.global.vec(models.OutputNorm))
-	return must(G.ApplyOp(linearOp{n.m.w.output}, n.hidden))
+	logits := must(G.ApplyOp(linearOp{n.m.w.output}, n.hidden))
+	if c := cfg.FinalSoftCap; c != 0 { // Gemma 2: c·tanh(logits/c)
+		logits = must(G.Mul(must(G.Tanh(must(G.Mul(logits, G.NewConstant(1/c))))), G.NewConstant(c)))
+	}
+	return logits
 }
 
 // seqInputs are the inputs of one sequence of a training graph, which a
@@ -318,7 +369,7 @@ func (s *seqInputs) fill(m *Model, prompt, completion []int32) {
 	clear(s.sel)
 	clear(s.onehot)
 	for i, id := range append(append([]int32(nil), prompt...), completion...) {
-		copy(s.x[i*dim:(i+1)*dim], m.w.embd[int(id)*dim:(int(id)+1)*dim])
+		m.embedRow(s.x[i*dim:(i+1)*dim], id)
 	}
 	for r, id := range completion {
 		s.sel[r*s.t+len(prompt)-1+r] = 1
@@ -340,7 +391,7 @@ func (n *net) embed(tokens []int32) *G.Node {
 	dim := n.m.cfg.Dim
 	x := make([]float32, len(tokens)*dim)
 	for i, id := range tokens {
-		copy(x[i*dim:(i+1)*dim], n.m.w.embd[int(id)*dim:(int(id)+1)*dim])
+		n.m.embedRow(x[i*dim:(i+1)*dim], id)
 	}
 	return n.matrix(x, len(tokens), dim)
 }

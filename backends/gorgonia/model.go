@@ -2,7 +2,6 @@ package gorgonia
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
@@ -16,8 +15,9 @@ type Model struct {
 	cfg  *models.Config
 	w    *weights
 	rope kernels.Rope
-	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim).
-	attnScale float32
+	// ropeSWA is the RoPE of the sliding-window layers when its base or
+	// scale differs from the others' (Gemma 3); nil otherwise.
+	ropeSWA *kernels.Rope
 	// targets are the matrices a LoRA adapter may update, by GGUF name.
 	targets map[string]*linear
 }
@@ -59,8 +59,21 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 	if cfg.TiedOutput {
 		delete(m.targets, w.output.name)
 	}
-	m.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
+	if swa := m.rope; cfg.SlidingWindow > 0 && (cfg.RopeBaseSWA != cfg.RopeBase || cfg.RopeScaleSWA != cfg.RopeScale) {
+		swa.Base, swa.FreqScale = cfg.RopeBaseSWA, cfg.RopeScaleSWA
+		m.ropeSWA = &swa
+	}
 	return m, nil
+}
+
+// embedRow sets dst (dim) to token id's embedding, scaled as the family
+// scales it (Gemma: sqrt(dim)).
+func (m *Model) embedRow(dst []float32, id int32) {
+	dim := m.cfg.Dim
+	copy(dst, m.w.embd[int(id)*dim:(int(id)+1)*dim])
+	if m.cfg.EmbedScale != 0 {
+		kernels.Scale(m.cfg.EmbedScale, dst)
+	}
 }
 
 // Config is the model's hyperparameters.

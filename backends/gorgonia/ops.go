@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -31,8 +32,19 @@ type attention struct {
 	// round rounds the pass's keys and values, the queries and the
 	// attention weights to F16, as ggml's products over an F16 cache do.
 	round bool
-	// cos and sin (t, rope_dim/2) are the angles of the tokens' positions.
+	// rot is the layer's RoPE, and cos and sin (t, rope_dim/2) its angles
+	// at the tokens' positions.
+	rot      *kernels.Rope
 	cos, sin []float32
+	// qScale multiplies the queries after RoPE, before they are rounded
+	// (Gemma's and Phi-3's graphs scale them there), and sScale the scores:
+	// one of the two is the model's attention scale, the other 1.
+	qScale, sScale float32
+	// softCap caps the scores by c·tanh(s/c) before the softmax (Gemma 2);
+	// window, when not 0, is how many positions each token sees, its own
+	// included (sliding-window layers).
+	softCap float32
+	window  int
 	// newK and newV (t, kv_heads·head_dim) receive the pass's keys after
 	// RoPE and its values, unrounded, for the caller's cache.
 	newK, newV []float32
@@ -56,7 +68,7 @@ func (a *attention) rope(x []float32, r int, back bool) {
 		}
 		sin = neg
 	}
-	a.m.rope.Apply(x, a.m.cfg.HeadDim, cos, sin)
+	a.rot.Apply(x, a.m.cfg.HeadDim, cos, sin)
 }
 
 // roundRow rounds x to F16 precision in place.
@@ -86,6 +98,9 @@ func (a *attention) prepare(q, k, v []float32) *prepared {
 		a.rope(p.q[r*qDim:(r+1)*qDim], r, false)
 		a.rope(p.k[(a.past+r)*kvDim:(a.past+r+1)*kvDim], r, false)
 	}
+	if a.qScale != 1 {
+		kernels.Scale(a.qScale, p.q)
+	}
 	if a.newK != nil {
 		copy(a.newK, p.k[a.past*kvDim:])
 		copy(a.newV, p.v[a.past*kvDim:])
@@ -98,19 +113,38 @@ func (a *attention) prepare(q, k, v []float32) *prepared {
 	return p
 }
 
+// first is the first position row r sees: 0, or the start of its window.
+func (a *attention) first(r int) int {
+	if a.window == 0 {
+		return 0
+	}
+	return max(0, a.past+r+1-a.window)
+}
+
 // weights sets w (past+r+1) to the softmax attention weights of head h of
-// row r.
-func (a *attention) weights(p *prepared, r, h int, w []float32) {
+// row r, 0 before its window; when capped is not nil it receives, at each
+// position seen, the derivative of the cap, 1 − tanh²(s/c).
+func (a *attention) weights(p *prepared, r, h int, w, capped []float32) {
 	heads, kvHeads, hd, qDim, kvDim := a.dims()
 	g := h / (heads / kvHeads)
 	q := p.q[r*qDim+h*hd:][:hd]
-	scale := a.m.attnScale
-	for j := range w {
-		w[j] = kernels.DotF32(q, p.k[j*kvDim+g*hd:][:hd]) * scale
+	j0 := a.first(r)
+	clear(w[:j0])
+	for j := j0; j < len(w); j++ {
+		w[j] = kernels.DotF32(q, p.k[j*kvDim+g*hd:][:hd]) * a.sScale
 	}
-	kernels.Softmax(w)
+	if c := a.softCap; c != 0 {
+		kernels.SoftCap(w[j0:], c)
+		if capped != nil {
+			for j := j0; j < len(w); j++ {
+				th := w[j] / c
+				capped[j] = 1 - th*th
+			}
+		}
+	}
+	kernels.Softmax(w[j0:])
 	if a.round {
-		roundRow(w)
+		roundRow(w[j0:])
 	}
 }
 
@@ -124,7 +158,7 @@ func (a *attention) forward(q, k, v []float32) []float32 {
 		for h := range heads {
 			g := h / (heads / kvHeads)
 			wr := w[:a.past+r+1]
-			a.weights(p, r, h, wr)
+			a.weights(p, r, h, wr, nil)
 			o := out[r*qDim+h*hd:][:hd]
 			for j, x := range wr {
 				kernels.Axpy(x, p.v[j*kvDim+g*hd:][:hd], o)
@@ -146,12 +180,15 @@ func (a *attention) backward(q, k, v, dOut []float32) []float32 {
 	dv := make([]float32, n*kvDim)
 	w := make([]float32, n)
 	dp := make([]float32, n)
-	scale := a.m.attnScale
+	capped := make([]float32, n)
+	if a.softCap == 0 {
+		capped = nil
+	}
 	for r := range a.t {
 		for h := range heads {
 			g := h / (heads / kvHeads)
 			wr, dpr := w[:a.past+r+1], dp[:a.past+r+1]
-			a.weights(p, r, h, wr)
+			a.weights(p, r, h, wr, capped)
 			do := dOut[r*qDim+h*hd:][:hd]
 			var dot float32
 			for j, x := range wr {
@@ -162,11 +199,17 @@ func (a *attention) backward(q, k, v, dOut []float32) []float32 {
 			qr := p.q[r*qDim+h*hd:][:hd]
 			dqr := dq[r*qDim+h*hd:][:hd]
 			for j, x := range wr {
-				ds := x * (dpr[j] - dot) * scale
+				ds := x * (dpr[j] - dot) * a.sScale
+				if capped != nil {
+					ds *= capped[j]
+				}
 				kernels.Axpy(ds, p.k[j*kvDim+g*hd:][:hd], dqr)
 				kernels.Axpy(ds, qr, dk[j*kvDim+g*hd:][:hd])
 			}
 		}
+	}
+	if a.qScale != 1 {
+		kernels.Scale(a.qScale, dq)
 	}
 	out := make([]float32, a.t*(qDim+2*kvDim))
 	for r := range a.t {
@@ -380,6 +423,92 @@ func (linearOp) DiffWRT(int) []bool { return []bool{true} }
 
 func (o linearOp) SymDiff(_ G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	dx, err := G.ApplyOp(linearGradOp(o), grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// GeGLU's GELU is ggml's: the tanh approximation looked up in a table of
+// every F16 input (kernels.GeGLU), which no composition of Gorgonia's ops
+// reproduces to the bit. geluOp computes it so; its gradient is the tanh
+// approximation's derivative at the unrounded input (the table's rounding
+// passes straight through, as the F16 rounding of keys and values does).
+
+// geluOp is x ↦ gelu(x), element-wise.
+type geluOp struct{}
+
+// geluGradOp is (x, dy) ↦ dy ⊙ gelu'(x).
+type geluGradOp struct{}
+
+func (geluOp) Arity() int     { return 1 }
+func (geluGradOp) Arity() int { return 2 }
+func (geluOp) Type() hm.Type  { t := matrixType(); return hm.NewFnType(t, t) }
+func (geluGradOp) Type() hm.Type {
+	t := matrixType()
+	return hm.NewFnType(t, t, t)
+}
+func (geluOp) InferShape(in ...G.DimSizer) (tensor.Shape, error)     { return shapeOf(in[0]) }
+func (geluGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return shapeOf(in[0]) }
+
+// shapeOf is the shape of an element-wise op's first input.
+func shapeOf(d G.DimSizer) (tensor.Shape, error) {
+	s, ok := d.(tensor.Shape)
+	if !ok || len(s) != 2 {
+		return nil, fmt.Errorf("gorgonia: an element-wise op of %v", d)
+	}
+	return s.Clone(), nil
+}
+
+func (geluOp) Do(in ...G.Value) (G.Value, error) {
+	d, err := data(in)
+	if err != nil {
+		return nil, err
+	}
+	x := d[0]
+	ones := make([]float32, len(x))
+	for i := range ones {
+		ones[i] = 1
+	}
+	y := make([]float32, len(x))
+	kernels.GeGLU(y, x, ones)
+	return tensor.New(tensor.WithShape(in[0].Shape().Clone()...), tensor.WithBacking(y)), nil
+}
+
+func (geluGradOp) Do(in ...G.Value) (G.Value, error) {
+	d, err := data(in)
+	if err != nil {
+		return nil, err
+	}
+	x, dy := d[0], d[1]
+	dx := make([]float32, len(x))
+	const a, b = 0.7978845608028654, 0.044715 // sqrt(2/π), and the cubic's coefficient
+	for i, v := range x {
+		u := float64(v)
+		th := math.Tanh(a * (u + b*u*u*u))
+		dx[i] = dy[i] * float32(0.5*(1+th)+0.5*u*(1-th*th)*a*(1+3*b*u*u))
+	}
+	return tensor.New(tensor.WithShape(in[0].Shape().Clone()...), tensor.WithBacking(dx)), nil
+}
+
+func (geluOp) ReturnsPtr() bool          { return false }
+func (geluGradOp) ReturnsPtr() bool      { return false }
+func (geluOp) CallsExtern() bool         { return false }
+func (geluGradOp) CallsExtern() bool     { return false }
+func (geluOp) OverwritesInput() int      { return -1 }
+func (geluGradOp) OverwritesInput() int  { return -1 }
+func (geluOp) WriteHash(h hash.Hash)     { fmt.Fprint(h, "gelu") }
+func (geluGradOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "gelu-grad") }
+func (o geluOp) Hashcode() uint32        { return hashOf(o) }
+func (o geluGradOp) Hashcode() uint32    { return hashOf(o) }
+func (geluOp) String() string            { return "gelu" }
+func (geluGradOp) String() string        { return "gelu-grad" }
+
+// DiffWRT and SymDiff make geluOp differentiable.
+func (geluOp) DiffWRT(int) []bool { return []bool{true} }
+
+func (geluOp) SymDiff(in G.Nodes, _, grad *G.Node) (G.Nodes, error) {
+	dx, err := G.ApplyOp(geluGradOp{}, in[0], grad)
 	if err != nil {
 		return nil, err
 	}

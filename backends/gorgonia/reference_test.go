@@ -64,6 +64,8 @@ func TestFamilyParity(t *testing.T) {
 		{"tiny-llama3-F32.gguf", "tiny-llama3-F32"},
 		{"tiny-llama3-keys-F32.gguf", "tiny-llama3-F32"},
 		{"tiny-phi3-F32.gguf", "tiny-phi3-F32"},
+		{"tiny-gemma2-F32.gguf", "tiny-gemma2-F32"},
+		{"tiny-gemma3-F32.gguf", "tiny-gemma3-F32"},
 	} {
 		files, _ := filepath.Glob(filepath.Join(dir, c.runs, "*.logits.json"))
 		if len(files) == 0 {
@@ -101,11 +103,13 @@ func readReference(t *testing.T, file string) *reference {
 // last-bit difference of F32 sums that lands on either side of an F16
 // rounding step becomes an F16 ulp (5e-4 relative): there the bound is
 // 2e-3, and how far this backend is from llama.cpp's own top logits is
-// logged.
+// logged. Gemma's GeGLU looks its GELU up by the F16 rounding of each
+// input, as ggml does, so its bound is 2e-3 with either cache.
 func replayParity(t *testing.T, path string, ref *reference) {
 	m := testmodel.Load(t, path)
 	gor := testmodel.Backend(t, "gorgonia", m, backends.Options{Threads: 1})
 	nat := testmodel.Backend(t, "native", m, backends.Options{Threads: 1})
+	geglu := strings.HasPrefix(m.Config.Arch, "gemma")
 	for _, kv := range []kvcache.Precision{kvcache.F16, kvcache.F32} {
 		got := teacherForced(t, gor, ref, kv)
 		want := teacherForced(t, nat, ref, kv)
@@ -122,7 +126,7 @@ func replayParity(t *testing.T, path string, ref *reference) {
 		t.Logf("KV %v: %d steps; logits within %.3g relative of the native backend's, within %.3g of llama.cpp's top logits",
 			kv, len(ref.Steps), worst, refDev)
 		bound := 1e-4
-		if kv == kvcache.F16 {
+		if kv == kvcache.F16 || geglu {
 			bound = 2e-3
 		}
 		if worst > bound {
@@ -158,8 +162,6 @@ func teacherForced(t *testing.T, b backends.Backend, ref *reference, kv kvcache.
 func TestRefusesUnsupported(t *testing.T) {
 	const dir = "../native/testdata/families"
 	for _, c := range []struct{ file, want string }{
-		{"tiny-gemma2-F32.gguf", `architecture "gemma2" has no graph`},
-		{"tiny-gemma3-F32.gguf", `architecture "gemma3" has no graph`},
 		{"tiny-phi3-longrope-F32.gguf", "LongRoPE"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
