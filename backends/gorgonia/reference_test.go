@@ -1,7 +1,6 @@
 package gorgonia
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -82,14 +81,8 @@ func TestFamilyParity(t *testing.T) {
 // readReference reads one run of ../shared/reference's format.
 func readReference(t *testing.T, file string) *reference {
 	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref reference
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
-	}
+	shared.ReadJSON(t, file, &ref)
 	return &ref
 }
 

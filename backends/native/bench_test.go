@@ -19,38 +19,10 @@ var benchModels = [][]string{
 // decode (one token per call, with up to 256 tokens of context) throughput
 // in tokens per second.
 func BenchmarkForward(b *testing.B) {
-	const prompt, ctx = 128, 256
 	for _, m := range benchModels {
 		for _, threads := range []int{1, 2} {
-			name := fmt.Sprintf("%s/threads=%d", m[len(m)-1], threads)
 			be := open(b, backends.Options{Threads: threads}, m...)
-			vocab := be.Model().VocabSize
-			logits := make([]float32, vocab)
-			toks := make([]tokenizer.ID, prompt)
-			for i := range toks {
-				toks[i] = tokenizer.ID((i*7 + 1) % vocab)
-			}
-			seq := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
-			b.Run(name+"/prefill", func(b *testing.B) {
-				for b.Loop() {
-					seq.Reset()
-					forward(b, be, backends.Step{Seq: seq, Tokens: toks, Logits: logits})
-				}
-				b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tokens/s")
-			})
-			b.Run(name+"/decode", func(b *testing.B) {
-				seq.Reset()
-				step := []backends.Step{{Seq: seq, Tokens: []tokenizer.ID{1}, Logits: logits}}
-				for b.Loop() {
-					if seq.Len() == ctx {
-						seq.Reset()
-					}
-					if err := be.Forward(step); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			})
+			benchPromptAndDecode(b, be, fmt.Sprintf("%s/threads=%d", m[len(m)-1], threads))
 		}
 	}
 }
@@ -69,26 +41,25 @@ func BenchmarkFamilies(b *testing.B) {
 		// selects which are written.
 		b.Run(shape, func(b *testing.B) {
 			for _, arch := range []string{"", "llama"} {
-				benchPromptAndDecode(b, testmodel.SynthAs(b, shape, arch, "Q4_K_M"))
+				be, _, cfg := openFile(b, testmodel.SynthAs(b, shape, arch, "Q4_K_M"), backends.Options{Threads: 1, KVTokens: 256})
+				benchPromptAndDecode(b, be, cfg.Arch)
 			}
 		})
 	}
 }
 
-// benchPromptAndDecode runs the model at path on one thread under its
-// architecture's name: a 128-token prompt, then decode steps in a context
-// of 256.
-func benchPromptAndDecode(b *testing.B, path string) {
+// benchPromptAndDecode runs be under name: a 128-token prompt, then decode
+// steps in a context of 256, in tokens/s and CPU time per token.
+func benchPromptAndDecode(b *testing.B, be *Backend, name string) {
 	const prompt, ctx = 128, 256
-	be, _, cfg := openFile(b, path, backends.Options{Threads: 1, KVTokens: ctx})
 	vocab := be.Model().VocabSize
 	logits := make([]float32, vocab)
 	toks := make([]tokenizer.ID, prompt)
 	for i := range toks {
-		toks[i] = tokenizer.ID((i*7919 + 1) % vocab)
+		toks[i] = tokenizer.ID((i*7 + 1) % vocab)
 	}
 	seq := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
-	b.Run(cfg.Arch+"/prefill", func(b *testing.B) {
+	b.Run(name+"/prefill", func(b *testing.B) {
 		cpu := cpuTime()
 		for b.Loop() {
 			seq.Reset()
@@ -97,7 +68,7 @@ func benchPromptAndDecode(b *testing.B, path string) {
 		b.ReportMetric(float64(prompt*b.N)/b.Elapsed().Seconds(), "tokens/s")
 		b.ReportMetric((cpuTime()-cpu).Seconds()*1e3/float64(prompt*b.N), "cpu-ms/token")
 	})
-	b.Run(cfg.Arch+"/decode", func(b *testing.B) {
+	b.Run(name+"/decode", func(b *testing.B) {
 		seq.Reset()
 		step := []backends.Step{{Seq: seq, Tokens: []tokenizer.ID{1}, Logits: logits}}
 		cpu := cpuTime()

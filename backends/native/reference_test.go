@@ -1,7 +1,6 @@
 package native
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -126,14 +125,8 @@ func TestReferenceParity(t *testing.T) {
 // readReference reads one reference run.
 func readReference(t *testing.T, file string) *reference {
 	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref reference
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		t.Fatal(err)
-	}
+	shared.ReadJSON(t, file, &ref)
 	return &ref
 }
 

@@ -4,6 +4,7 @@
 package shared
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,4 +57,17 @@ func Path(tb testing.TB, parts ...string) string {
 		tb.Skipf("shared test data %s is absent; skipping", p)
 	}
 	return p
+}
+
+// ReadJSON decodes the JSON test file at path (a reference run) into v,
+// failing tb when it cannot.
+func ReadJSON(tb testing.TB, path string, v any) {
+	tb.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
 }
