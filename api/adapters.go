@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,10 +29,24 @@ const (
 	codeMultipart      = "invalid_multipart"
 )
 
-// acquire leases the adapter t names, if any, for the request g, which runs
-// with it until the handler's deferred g.release(); responses then name the
-// model as the client did. It refuses lora_scale without an adapter.
-func (g *genRequest) acquire(t target) *apiError {
+// acquire leases what the request g runs on until the handler's deferred
+// g.release(): the model's engine (loading a model on demand), and the
+// adapter t names, if any; responses then name the model as the client
+// did. It refuses lora_scale without an adapter.
+func (s *Server) acquire(ctx context.Context, g *genRequest, t target) *apiError {
+	if err := g.leaseAdapter(t); err != nil {
+		return err
+	}
+	release, err := s.holdModel(ctx, t.model)
+	if err != nil {
+		return err
+	}
+	g.releaseModel = release
+	return nil
+}
+
+// leaseAdapter leases the adapter t names, if any.
+func (g *genRequest) leaseAdapter(t target) *apiError {
 	g.modelID = t.model.ID
 	if t.adapter == "" {
 		if g.hasLoRAScale {

@@ -83,7 +83,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err := f.unknown("user"); err != nil {
 		return err
 	}
-	if err := g.acquire(t); err != nil {
+	if err := s.acquire(r.Context(), g, t); err != nil {
 		return err
 	}
 	defer g.release()

@@ -69,9 +69,18 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	keepAlive, err := parseKeepAlive(f)
+	if err != nil {
+		return err
+	}
 	if err := f.unknown("user"); err != nil {
 		return err
 	}
+	release, err := s.holdModel(r.Context(), m)
+	if err != nil {
+		return err
+	}
+	defer release(keepAlive)
 	maxLen := m.Engine.MaxLen()
 	resp := embeddingList{Object: "list", Model: m.ID, Data: make([]embedding, len(inputs))}
 	for i, ids := range inputs {

@@ -35,6 +35,7 @@ const (
 	codeInternal       = "internal_error"
 	codeTemplate       = "chat_template_error"
 	codeGenerationFail = "generation_failed"
+	codeModelLoad      = "model_load_failed"
 )
 
 // apiError is an error that reaches the client as OpenAI's error object

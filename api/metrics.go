@@ -26,7 +26,11 @@ type metrics struct {
 	requests         *prometheus.CounterVec
 	duration         *prometheus.HistogramVec
 	ttft             *prometheus.HistogramVec
-	handler          http.Handler
+	// modelLoads and modelUnloads count the loads and unloads of models
+	// on demand, unloads by reason (idle, room, request, shutdown).
+	modelLoads   prometheus.Counter
+	modelUnloads *prometheus.CounterVec
+	handler      http.Handler
 }
 
 func newMetrics(s *Server) *metrics {
@@ -52,6 +56,24 @@ func newMetrics(s *Server) *metrics {
 	f(m.requests)
 	f(m.duration)
 	f(m.ttft)
+	m.modelLoads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ruvllm_model_loads_total", Help: "Loads of models served on demand."})
+	m.modelUnloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ruvllm_model_unloads_total", Help: "Unloads of models served on demand, by reason: idle (keep-alive over), room (another model needed its place), request, shutdown."},
+		[]string{"reason"})
+	f(m.modelLoads)
+	f(m.modelUnloads)
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ruvllm_models_loaded", Help: "Models whose engine is loaded: those loaded for good and those on demand that are loaded now."},
+		func() float64 {
+			n := 0
+			for _, md := range s.models.Load().list {
+				if md.resident == nil || s.residency.status(md.resident) == stateLoaded {
+					n++
+				}
+			}
+			return float64(n)
+		}))
 	// Engine statistics are summed over the served models, so that the
 	// series keep their names and meaning however many models there are.
 	kv := func(get func(st *backends.EngineStats) float64) func() float64 {

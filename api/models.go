@@ -21,6 +21,14 @@ type modelObject struct {
 	Root        string  `json:"root"`
 	Parent      *string `json:"parent"`
 	MaxModelLen int     `json:"max_model_len"`
+	// Status says whether the model is loaded, as llama-server's router
+	// lists it: {"value": "loaded" | "loading" | "unloaded" |
+	// "unloading"}. A model loaded for good is always "loaded".
+	Status modelStatus `json:"status"`
+}
+
+type modelStatus struct {
+	Value string `json:"value"`
 }
 
 type modelList struct {
@@ -28,13 +36,18 @@ type modelList struct {
 	Data   []modelObject `json:"data"`
 }
 
-func modelObjectOf(m *Model) modelObject {
-	return modelObject{ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "ruvllm", Root: m.ID, MaxModelLen: m.Engine.MaxLen()}
+func (s *Server) modelObjectOf(m *Model) modelObject {
+	status := stateLoaded
+	if m.resident != nil {
+		status = s.residency.status(m.resident)
+	}
+	return modelObject{ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "ruvllm", Root: m.ID, MaxModelLen: m.Engine.MaxLen(),
+		Status: modelStatus{Value: status.String()}}
 }
 
 // adapterModelOf is the card of one of m's adapters.
-func adapterModelOf(m *Model, in lora.Info) modelObject {
-	o := modelObjectOf(m)
+func (s *Server) adapterModelOf(m *Model, in lora.Info) modelObject {
+	o := s.modelObjectOf(m)
 	o.ID = in.Name
 	if !in.Created.IsZero() {
 		o.Created = in.Created.Unix()
@@ -50,14 +63,14 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	set := s.models.Load()
 	l := modelList{Object: "list", Data: make([]modelObject, 0, len(set.list))}
 	for _, m := range set.list {
-		l.Data = append(l.Data, modelObjectOf(m))
+		l.Data = append(l.Data, s.modelObjectOf(m))
 	}
 	for _, m := range set.list {
 		if m.Adapters == nil {
 			continue
 		}
 		for _, in := range m.Adapters.List() {
-			l.Data = append(l.Data, adapterModelOf(m, in))
+			l.Data = append(l.Data, s.adapterModelOf(m, in))
 		}
 	}
 	writeJSON(w, http.StatusOK, l)
@@ -77,13 +90,79 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if t.adapter == "" {
-		writeJSON(w, http.StatusOK, modelObjectOf(t.model))
+		writeJSON(w, http.StatusOK, s.modelObjectOf(t.model))
 		return nil
 	}
 	in, gerr := t.model.Adapters.Get(t.adapter)
 	if gerr != nil {
 		return adapterError(gerr, adapterParams{name: "model"})
 	}
-	writeJSON(w, http.StatusOK, adapterModelOf(t.model, in))
+	writeJSON(w, http.StatusOK, s.adapterModelOf(t.model, in))
+	return nil
+}
+
+// Error codes of the model routes.
+const (
+	codeModelBusy   = "model_in_use"
+	codeModelPinned = "model_not_on_demand"
+)
+
+// modelAction reads {"model": NAME} naming a served model loaded on
+// demand.
+func (s *Server) modelAction(r *http.Request) (*Model, *apiError) {
+	f, err := readObject(r)
+	if err != nil {
+		return nil, err
+	}
+	name, ok, err := f.str("model")
+	if err != nil {
+		return nil, err
+	}
+	if !ok || name == "" {
+		return nil, invalid("model", codeMissing, "model is required")
+	}
+	if err := f.unknown(); err != nil {
+		return nil, err
+	}
+	m, err := s.lookupModel(name)
+	if err != nil {
+		return nil, err
+	}
+	if m.resident == nil {
+		return nil, &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Param: "model", Code: codeModelPinned,
+			Message: "the model " + quote(m.ID) + " is loaded for good, not on demand"}
+	}
+	return m, nil
+}
+
+// loadModel serves llama-server's POST /models/load: it loads the model
+// (if it is not loaded) and answers once it is, keeping it for its
+// keep-alive.
+func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.modelAction(r)
+	if err != nil {
+		return err
+	}
+	release, err := s.holdModel(r.Context(), m)
+	if err != nil {
+		return err
+	}
+	release(nil)
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
+}
+
+// unloadModel serves llama-server's POST /models/unload: the model is
+// unloaded now, unless requests use it (409).
+func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) error {
+	m, err := s.modelAction(r)
+	if err != nil {
+		return err
+	}
+	if _, busy := s.residency.unloadNow(m.resident); busy != nil {
+		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Param: "model", Code: codeModelBusy,
+			Message: "the model " + quote(m.ID) + " cannot be unloaded now: " + busy.Error()}
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/lora"
@@ -56,6 +57,10 @@ type genRequest struct {
 	// adapter the model names (nil for the base model).
 	modelID string
 	lease   *lora.Lease
+	// releaseModel ends the lease on the model's engine, which then stays
+	// loaded for keepAlive (the request's keep_alive; nil: the model's).
+	releaseModel func(keepAlive *time.Duration)
+	keepAlive    *time.Duration
 	// adapterName is the adapter's name in the model's registry, "" for
 	// the base model.
 	adapterName string
@@ -75,6 +80,9 @@ func (g *genRequest) adapter() *lora.Adapter {
 func (g *genRequest) release() {
 	if g.lease != nil {
 		g.lease.Release()
+	}
+	if g.releaseModel != nil {
+		g.releaseModel(g.keepAlive)
 	}
 }
 
@@ -127,6 +135,9 @@ func (s *Server) parseGen(f *fields, vocab int, maxTokenFields ...string) (*genR
 		g.n = int(v)
 	}
 
+	if g.keepAlive, err = parseKeepAlive(f); err != nil {
+		return nil, err
+	}
 	if g.stop, err = parseStop(f); err != nil {
 		return nil, err
 	}

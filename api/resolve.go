@@ -27,8 +27,8 @@ type modelSet struct {
 // The server is ready once it serves one model. An ID already served is
 // refused: requests could not tell the two apart.
 func (s *Server) AddModel(m *Model) error {
-	if m == nil || m.ID == "" || m.Tokenizer == nil || m.Engine == nil {
-		return errors.New("api: a model needs an ID, a tokenizer and an engine")
+	if m == nil || m.ID == "" || m.Tokenizer == nil || (m.Engine == nil) == (m.Load == nil) {
+		return errors.New("api: a model needs an ID, a tokenizer, and an engine or a loader (one of them)")
 	}
 	if m.vocabs == nil {
 		m.vocabs = &vocabCache{}
@@ -45,6 +45,9 @@ func (s *Server) AddModel(m *Model) error {
 	}
 	if err := s.metrics.addModel(m); err != nil {
 		return err
+	}
+	if m.Load != nil {
+		s.residency.add(m)
 	}
 	next := &modelSet{list: append(slices.Clip(old.list), m), byID: maps.Clone(old.byID)}
 	if next.byID == nil {

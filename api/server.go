@@ -46,8 +46,17 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	// Chat renders chat completions' prompts; a model without one serves
 	// everything but chat completions.
-	Chat   ChatRenderer
+	Chat ChatRenderer
+	// Engine runs the model. A model loaded on demand leaves it nil and
+	// sets Load instead; AddModel then puts a stand-in here.
 	Engine Engine
+	// Load, when not nil, makes the model one loaded on demand: its engine
+	// is loaded when a request needs it and unloaded when idle for its
+	// keep-alive or to make room (Options.MaxLoaded).
+	Load Loader
+	// MaxLen is the context a model on demand will have, which listings
+	// report before its first load.
+	MaxLen int
 	// Adapters are the LoRA adapters of the model, which requests name as
 	// "ID:ADAPTER" or "ADAPTER"; nil turns the adapter routes off (they
 	// answer 404). The registry's BaseModel should be ID.
@@ -66,6 +75,9 @@ type Model struct {
 	// tools is how the model's template treats tools, which AddModel
 	// reads from the template.
 	tools toolStyle
+	// resident is the state of a model on demand; nil for one loaded for
+	// good.
+	resident *resident
 }
 
 // Defaults of Options.
@@ -103,6 +115,14 @@ type Options struct {
 	// FeedbackWindow is how long a completion is kept for feedback on it
 	// by completion_id; 0 means DefaultFeedbackWindow.
 	FeedbackWindow time.Duration
+	// MaxLoaded is the most models on demand loaded at once (0: no
+	// limit): loading another first unloads the least recently used idle
+	// one, or waits for one to become idle.
+	MaxLoaded int
+	// KeepAlive is how long a model on demand stays loaded after its last
+	// request, unless the request says otherwise (keep_alive); 0 means
+	// DefaultKeepAlive, negative forever.
+	KeepAlive time.Duration
 }
 
 // Server is the HTTP API over a set of models. It answers 503 until
@@ -119,6 +139,8 @@ type Server struct {
 	handler http.Handler
 	// recent are the completions kept for feedback on them.
 	recent completionStore
+	// residency loads and unloads the models on demand.
+	residency *residency
 }
 
 // New returns a Server with no model yet.
@@ -132,16 +154,22 @@ func New(o Options) *Server {
 	if o.FeedbackWindow <= 0 {
 		o.FeedbackWindow = DefaultFeedbackWindow
 	}
-	s := &Server{opt: o, sampling: backends.DefaultParams()}
+	s := &Server{opt: o, sampling: backends.DefaultParams(), residency: newResidency(o.MaxLoaded, o.KeepAlive)}
 	s.recent.window = o.FeedbackWindow
 	s.models.Store(&modelSet{})
 	if o.Sampling != nil {
 		s.sampling = *o.Sampling
 	}
 	s.metrics = newMetrics(s)
+	s.residency.metrics = s.metrics
 	s.handler = s.routes()
 	return s
 }
+
+// Close unloads the models loaded on demand, waiting for the requests that
+// use them; the server answers 503 to those that would load one after it.
+// Models loaded for good are their owner's to close.
+func (s *Server) Close() { s.residency.close() }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
@@ -173,6 +201,8 @@ func (s *Server) routes() http.Handler {
 				r.Post("/v1/load_lora_adapter", s.handle(s.loadLoRAAdapter))
 				r.Post("/v1/unload_lora_adapter", s.handle(s.unloadLoRAAdapter))
 				r.Post("/v1/feedback", s.handle(s.feedback))
+				r.Post("/models/load", s.handle(s.loadModel))
+				r.Post("/models/unload", s.handle(s.unloadModel))
 			})
 		})
 		// An upload has its own limit, the adapter size (MaxAdapterBytes),

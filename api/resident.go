@@ -1,0 +1,518 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// Models loaded on demand: a Model with a Load function is served from the
+// start (its tokenizer, template and adapters are there), but its engine —
+// what holds memory: the KV pool, the backend's buffers, the weights' pages
+// — is loaded when a request needs it and unloaded when it has been idle
+// for its keep-alive, or when another model needs its place under
+// Options.MaxLoaded (the least recently used idle model goes first), as
+// ollama and llama-server's router do.
+
+// LoadedEngine is an engine loaded on demand; Close unloads it (the
+// engine, its backend, and the memory they hold).
+type LoadedEngine interface {
+	Engine
+	Close() error
+}
+
+// Loader loads a model's engine. It runs without the requester's context:
+// other requests may be waiting for the same load.
+type Loader func() (LoadedEngine, error)
+
+// Keep-alive values, as ollama's keep_alive: how long a model stays loaded
+// after its last request.
+const (
+	// DefaultKeepAlive is Options.KeepAlive when it is 0, ollama's.
+	DefaultKeepAlive = 5 * time.Minute
+	// KeepForever, or any negative duration, keeps a model loaded until
+	// it must make room.
+	KeepForever time.Duration = -1
+)
+
+// residentState is where a model on demand is in its life.
+type residentState int
+
+const (
+	stateUnloaded residentState = iota
+	stateLoading
+	stateLoaded
+	stateUnloading
+)
+
+func (st residentState) String() string {
+	return [...]string{"unloaded", "loading", "loaded", "unloading"}[st]
+}
+
+// resident is the engine of a model on demand and its bookkeeping, guarded
+// by the residency's mutex.
+type resident struct {
+	m    *Model
+	load Loader
+
+	state  residentState
+	engine LoadedEngine
+	// leases counts the requests using the engine; it is never unloaded
+	// while they run.
+	leases   int
+	lastUsed time.Time
+	// keepAlive is how long the model stays loaded once idle: the last
+	// request's keep_alive, or the server's.
+	keepAlive time.Duration
+	timer     *time.Timer
+	// maxLen is the context the engine has (or, before the first load,
+	// the one it will have).
+	maxLen int
+	// attempt is the load under way or the last one.
+	attempt *loadAttempt
+	// loadTime is how long the last load took, which the router counts
+	// as the cost of choosing the model while it is not loaded.
+	loadTime time.Duration
+	// closeErr is the last unload's error.
+	closeErr error
+}
+
+// residency keeps the models on demand and the limit on how many are
+// loaded at once.
+type residency struct {
+	mu        sync.Mutex
+	max       int // 0: no limit
+	keepAlive time.Duration
+	list      []*resident
+	// changed is closed (and replaced) at every change of state, which
+	// requests waiting for a load or for room watch.
+	changed chan struct{}
+	closed  bool
+	metrics *metrics
+}
+
+func newResidency(max int, keepAlive time.Duration) *residency {
+	if keepAlive == 0 {
+		keepAlive = DefaultKeepAlive
+	}
+	return &residency{max: max, keepAlive: keepAlive, changed: make(chan struct{})}
+}
+
+// add makes m a model on demand: its Engine becomes a stand-in that runs on
+// whatever engine is loaded.
+func (rs *residency) add(m *Model) {
+	r := &resident{m: m, load: m.Load, maxLen: m.MaxLen, keepAlive: rs.keepAlive}
+	rs.mu.Lock()
+	rs.list = append(rs.list, r)
+	rs.mu.Unlock()
+	m.resident = r
+	m.Engine = residentEngine{rs: rs, r: r}
+}
+
+// notify wakes everyone waiting for a change. The caller holds mu.
+func (rs *residency) notify() {
+	close(rs.changed)
+	rs.changed = make(chan struct{})
+}
+
+// loaded counts the models loaded or being loaded or unloaded: those that
+// hold or are about to hold memory. The caller holds mu.
+func (rs *residency) loaded() int {
+	n := 0
+	for _, r := range rs.list {
+		if r.state != stateUnloaded {
+			n++
+		}
+	}
+	return n
+}
+
+// victim is the least recently used loaded model no request uses; nil when
+// every loaded model is busy. The caller holds mu.
+func (rs *residency) victim() *resident {
+	var v *resident
+	for _, r := range rs.list {
+		if r.state == stateLoaded && r.leases == 0 && (v == nil || r.lastUsed.Before(v.lastUsed)) {
+			v = r
+		}
+	}
+	return v
+}
+
+// errLoadFailed wraps a failed load.
+var errLoadFailed = errors.New("loading the model failed")
+
+// loadAttempt is one load of a model: done is closed when it ends, with
+// err set when it failed.
+type loadAttempt struct {
+	done chan struct{}
+	err  error
+	// claimed says the request that started the load still waits for
+	// it: the loaded model's first lease is then that request's.
+	claimed bool
+}
+
+// hold returns r's engine, loaded, with a lease that keeps it loaded until
+// the returned release runs. It loads the model if needed, first unloading
+// the least recently used idle model when MaxLoaded are loaded, or waits
+// for one to become idle (or for ctx to end).
+func (rs *residency) hold(ctx context.Context, r *resident) (Engine, func(keepAlive *time.Duration), error) {
+	// wait waits for a change of state, or for ctx.
+	wait := func(ch <-chan struct{}) error {
+		rs.mu.Unlock()
+		defer rs.mu.Lock()
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	// mine is the load this request started: its first lease is this
+	// request's, taken when the load ended, so that no other request
+	// can unload the model before this one runs on it.
+	var mine *loadAttempt
+	for {
+		if rs.closed {
+			if mine != nil && r.state == stateLoaded {
+				r.leases--
+			}
+			return nil, nil, backends.ErrClosed
+		}
+		switch r.state {
+		case stateLoaded:
+			if mine == nil {
+				r.leases++
+			}
+			r.lastUsed = time.Now()
+			if r.timer != nil {
+				r.timer.Stop()
+				r.timer = nil
+			}
+			var once sync.Once
+			return r.engine, func(keepAlive *time.Duration) { once.Do(func() { rs.release(r, keepAlive) }) }, nil
+		case stateLoading:
+			a := r.attempt
+			if err := wait(a.done); err != nil {
+				if a == mine {
+					select {
+					case <-a.done:
+						if a.err == nil {
+							rs.releaseLocked(r, nil)
+						}
+					default:
+						a.claimed = false
+					}
+				}
+				return nil, nil, err
+			}
+			if a.err != nil {
+				return nil, nil, a.err
+			}
+			continue
+		case stateUnloaded:
+			if rs.max == 0 || rs.loaded() < rs.max {
+				mine = rs.startLoad(r)
+				continue
+			}
+			// Full: make room by unloading the least recently used idle
+			// model, unless one is already being unloaded.
+			if !rs.unloading() {
+				if v := rs.victim(); v != nil {
+					rs.unload(v, "room")
+				}
+			}
+		}
+		if err := wait(rs.changed); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// unloading reports whether a model is being unloaded. The caller holds
+// mu.
+func (rs *residency) unloading() bool {
+	for _, r := range rs.list {
+		if r.state == stateUnloading {
+			return true
+		}
+	}
+	return false
+}
+
+// startLoad loads r in the background and returns the attempt; when it
+// succeeds the model starts with one lease, the starter's. The caller
+// holds mu.
+func (rs *residency) startLoad(r *resident) *loadAttempt {
+	a := &loadAttempt{done: make(chan struct{}), claimed: true}
+	r.state, r.attempt = stateLoading, a
+	rs.notify()
+	go func() {
+		start := time.Now()
+		eng, err := r.load()
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		defer close(a.done)
+		defer rs.notify()
+		switch {
+		case err != nil:
+			r.state = stateUnloaded
+			a.err = fmt.Errorf("%w: %s: %v", errLoadFailed, r.m.ID, err)
+			return
+		case rs.closed:
+			r.state = stateUnloaded
+			a.err = backends.ErrClosed
+			go eng.Close()
+			return
+		}
+		r.state, r.engine = stateLoaded, eng
+		r.maxLen = eng.MaxLen()
+		r.loadTime = time.Since(start)
+		r.lastUsed = time.Now()
+		if rs.metrics != nil {
+			rs.metrics.modelLoads.Inc()
+		}
+		if a.claimed {
+			r.leases++
+		} else {
+			rs.arm(r)
+		}
+	}()
+	return a
+}
+
+// unload closes r's engine in the background. The caller holds mu; r is
+// loaded and unused.
+func (rs *residency) unload(r *resident, why string) {
+	r.state = stateUnloading
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	eng := r.engine
+	r.engine = nil
+	rs.notify()
+	if rs.metrics != nil {
+		rs.metrics.modelUnloads.WithLabelValues(why).Inc()
+	}
+	go func() {
+		err := eng.Close()
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		r.state = stateUnloaded
+		r.closeErr = err
+		rs.notify()
+	}()
+}
+
+// release ends a lease; keepAlive, when the request gave one, becomes the
+// model's keep-alive, as ollama's last request's keep_alive does.
+func (rs *residency) release(r *resident, keepAlive *time.Duration) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.releaseLocked(r, keepAlive)
+}
+
+// releaseLocked is release with mu held.
+func (rs *residency) releaseLocked(r *resident, keepAlive *time.Duration) {
+	r.leases--
+	r.lastUsed = time.Now()
+	if keepAlive != nil {
+		r.keepAlive = *keepAlive
+	}
+	rs.arm(r)
+	rs.notify()
+}
+
+// arm starts the keep-alive timer of an idle loaded model. The caller holds
+// mu.
+func (rs *residency) arm(r *resident) {
+	if r.leases > 0 || r.state != stateLoaded || r.keepAlive < 0 || rs.closed {
+		return
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(r.keepAlive, func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		if r.timer == t && r.leases == 0 && r.state == stateLoaded {
+			r.timer = nil
+			rs.unload(r, "idle")
+		}
+	})
+	r.timer = t
+}
+
+// unloadNow unloads r when no request uses it, as POST /models/unload asks;
+// it reports whether r was loaded.
+func (rs *residency) unloadNow(r *resident) (bool, error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case r.state != stateLoaded:
+		return false, nil
+	case r.leases > 0:
+		return true, fmt.Errorf("%d requests are using it", r.leases)
+	}
+	rs.unload(r, "request")
+	return true, nil
+}
+
+// status is r's state for listings.
+func (rs *residency) status(r *resident) residentState {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return r.state
+}
+
+// close unloads every model, waiting for the requests that use them.
+func (rs *residency) close() {
+	rs.mu.Lock()
+	rs.closed = true
+	rs.notify()
+	for {
+		busy := false
+		for _, r := range rs.list {
+			switch {
+			case r.state == stateLoaded && r.leases == 0:
+				rs.unload(r, "shutdown")
+				busy = true
+			case r.state != stateUnloaded:
+				busy = true
+			}
+		}
+		if !busy {
+			rs.mu.Unlock()
+			return
+		}
+		changed := rs.changed
+		rs.mu.Unlock()
+		<-changed
+		rs.mu.Lock()
+	}
+}
+
+// maxKeepAlive bounds a keep_alive that is not "forever" (a century).
+const maxKeepAlive = 100 * 365 * 24 * time.Hour
+
+// parseKeepAlive reads keep_alive as ollama takes it: a duration ("5m",
+// "1h30m", "0"), or a number of seconds (as a number or a string); 0
+// unloads the model as soon as the request ends, a negative value keeps it
+// loaded until it must make room. Absent, it is nil.
+func parseKeepAlive(f *fields) (*time.Duration, *apiError) {
+	v, ok := f.raw("keep_alive")
+	if !ok {
+		return nil, nil
+	}
+	bad := func() *apiError {
+		return invalid("keep_alive", codeInvalidValue, "keep_alive must be a duration such as \"5m\" or \"1h\", or a number of seconds; 0 unloads the model after the request, a negative value keeps it loaded")
+	}
+	var d time.Duration
+	var str string
+	if secs, isNum := parseNumber(v); isNum {
+		if math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return nil, bad()
+		}
+		d = time.Duration(max(-1, min(secs, maxKeepAlive.Seconds())) * float64(time.Second))
+	} else if json.Unmarshal(v, &str) == nil {
+		var err error
+		if d, err = time.ParseDuration(strings.TrimSpace(str)); err != nil {
+			secs, perr := strconv.ParseFloat(strings.TrimSpace(str), 64)
+			if perr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+				return nil, bad()
+			}
+			d = time.Duration(max(-1, min(secs, maxKeepAlive.Seconds())) * float64(time.Second))
+		}
+	} else {
+		return nil, bad()
+	}
+	if d < 0 {
+		d = KeepForever
+	}
+	return &d, nil
+}
+
+// errNotLoaded is a stand-in engine used without a lease: a bug, reported
+// as a 503 rather than a crash.
+var errNotLoaded = errors.New("api: the model is not loaded")
+
+// residentEngine is the Engine of a model on demand: it runs on the loaded
+// engine, which a request holds a lease on before it calls Submit or
+// Embed.
+type residentEngine struct {
+	rs *residency
+	r  *resident
+}
+
+func (e residentEngine) current() Engine {
+	e.rs.mu.Lock()
+	defer e.rs.mu.Unlock()
+	if e.r.engine == nil {
+		return nil
+	}
+	return e.r.engine
+}
+
+func (e residentEngine) Submit(ctx context.Context, r backends.Request) (*backends.Stream, error) {
+	if eng := e.current(); eng != nil {
+		return eng.Submit(ctx, r)
+	}
+	return nil, errNotLoaded
+}
+
+func (e residentEngine) Embed(ctx context.Context, tokens []tokenizer.ID) ([]float32, error) {
+	if eng := e.current(); eng != nil {
+		return eng.Embed(ctx, tokens)
+	}
+	return nil, errNotLoaded
+}
+
+// Stats are the loaded engine's, or zero (nothing queued, no memory) while
+// the model is not loaded.
+func (e residentEngine) Stats() backends.EngineStats {
+	if eng := e.current(); eng != nil {
+		return eng.Stats()
+	}
+	return backends.EngineStats{}
+}
+
+// MaxLen is the loaded engine's, or what it will be.
+func (e residentEngine) MaxLen() int {
+	e.rs.mu.Lock()
+	defer e.rs.mu.Unlock()
+	return e.r.maxLen
+}
+
+// holdModel leases m's engine for a request, loading it when needed; the
+// returned release (never nil) ends the lease. A model loaded for good
+// needs no lease.
+func (s *Server) holdModel(ctx context.Context, m *Model) (func(keepAlive *time.Duration), *apiError) {
+	if m.resident == nil {
+		return func(*time.Duration) {}, nil
+	}
+	_, release, err := s.residency.hold(ctx, m.resident)
+	switch {
+	case err == nil:
+		return release, nil
+	case errors.Is(err, backends.ErrClosed):
+		return nil, shuttingDown()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, errClientGone
+	}
+	return nil, &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: codeModelLoad, RetryAfter: 5,
+		Message: err.Error()}
+}
