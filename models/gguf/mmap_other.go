@@ -4,6 +4,11 @@ package gguf
 
 import "os"
 
-func mapFile(fh *os.File, size int64) ([]byte, func() error, error) { return readFile(fh, size) }
+func mapFile(fh *os.File, size int64) ([]byte, func() error, bool, error) {
+	b, unmap, err := readFile(fh, size)
+	return b, unmap, false, err
+}
 
 func adviseWillNeed([]byte) {}
+
+func adviseDontNeed([]byte) {}

@@ -77,6 +77,8 @@ type File struct {
 	kvIndex map[string]int
 	tIndex  map[string]int
 	unmap   func() error
+	// mapped says data is a file mapping (not a copy in memory).
+	mapped bool
 }
 
 // Open maps path read-only and parses it. Close releases the mapping.
@@ -93,7 +95,7 @@ func Open(path string) (*File, error) {
 	if st.Size() < 24 {
 		return nil, fmt.Errorf("%w: %s: %d bytes is too short for a GGUF header", ErrFormat, path, st.Size())
 	}
-	data, unmap, err := mapFile(fh, st.Size())
+	data, unmap, mapped, err := mapFile(fh, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
@@ -102,7 +104,7 @@ func Open(path string) (*File, error) {
 		unmap()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f.unmap = unmap
+	f.unmap, f.mapped = unmap, mapped
 	if f.DataOffset < uint64(len(data)) {
 		adviseWillNeed(data[f.DataOffset:])
 	}
@@ -120,6 +122,17 @@ func (f *File) Close() error {
 	err := f.unmap()
 	f.unmap, f.data = nil, nil
 	return err
+}
+
+// ReleasePages drops the mapped file's pages from the process's resident
+// memory, as a server does when it unloads a model but keeps its file open
+// (its tokenizer and metadata stay usable). Reading a tensor afterwards is
+// still correct: its pages come back from the page cache or the disk. A
+// file read into memory (where mapping failed) keeps its copy.
+func (f *File) ReleasePages() {
+	if f.mapped {
+		adviseDontNeed(f.data)
+	}
 }
 
 // Bytes is the whole file as mapped.
