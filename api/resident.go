@@ -36,13 +36,14 @@ type LoadedEngine interface {
 type Loader func() (LoadedEngine, error)
 
 // Keep-alive values, as ollama's keep_alive: how long a model stays loaded
-// after its last request.
+// after its last request. The default keeps it until another model needs
+// its place, as llama-server's router does; ollama unloads after 5 minutes.
 const (
-	// DefaultKeepAlive is Options.KeepAlive when it is 0, ollama's.
-	DefaultKeepAlive = 5 * time.Minute
 	// KeepForever, or any negative duration, keeps a model loaded until
-	// it must make room.
+	// it must make room (llama-server's router unloads only then).
 	KeepForever time.Duration = -1
+	// DefaultKeepAlive is Options.KeepAlive when it is 0.
+	DefaultKeepAlive = KeepForever
 )
 
 // residentState is where a model on demand is in its life.
@@ -495,6 +496,22 @@ func (e residentEngine) MaxLen() int {
 	e.rs.mu.Lock()
 	defer e.rs.mu.Unlock()
 	return e.r.maxLen
+}
+
+// LoadModel loads the model named id, if it is loaded on demand and not
+// loaded yet, and returns once it is (or once ctx ends); it then stays
+// loaded for its keep-alive. A server preloads its models with it.
+func (s *Server) LoadModel(ctx context.Context, id string) error {
+	m, ok := s.models.Load().byID[id]
+	if !ok {
+		return fmt.Errorf("api: no model %q is served", id)
+	}
+	release, err := s.holdModel(ctx, m)
+	if err != nil {
+		return errors.New(err.Message)
+	}
+	release(nil)
+	return nil
 }
 
 // holdModel leases m's engine for a request, loading it when needed; the

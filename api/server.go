@@ -121,7 +121,7 @@ type Options struct {
 	MaxLoaded int
 	// KeepAlive is how long a model on demand stays loaded after its last
 	// request, unless the request says otherwise (keep_alive); 0 means
-	// DefaultKeepAlive, negative forever.
+	// DefaultKeepAlive, negative until it must make room.
 	KeepAlive time.Duration
 }
 

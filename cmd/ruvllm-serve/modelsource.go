@@ -85,10 +85,16 @@ func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
 // open runs m on the chosen backend, with the chosen threads when the
 // flags have them; o gives the rest of the backend's options.
 func (bf *backendFlags) open(m *models.Model, o backends.Options) (backends.Backend, error) {
+	return bf.openNamed(*bf.name, m, o)
+}
+
+// openNamed is open on the backend registered as name rather than
+// --backend's: a model that names its own.
+func (bf *backendFlags) openNamed(name string, m *models.Model, o backends.Options) (backends.Backend, error) {
 	if bf.threads != nil {
 		o.Threads = *bf.threads
 	}
-	return backends.Open(*bf.name, m, o)
+	return backends.Open(name, m, o)
 }
 
 // openModel is how a command gets its model running: it finds and loads the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -75,6 +76,11 @@ type serveConfig struct {
 	// completions are kept for feedback on them.
 	micro          microFlags
 	feedbackWindow time.Duration
+	// maxLoaded bounds the models loaded at once (0: all); keepAlive is
+	// how long an idle one stays loaded (negative: until it must make
+	// room).
+	maxLoaded int
+	keepAlive time.Duration
 }
 
 const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
@@ -107,7 +113,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a .jinja file or a built-in name (chatml, ...); default: the model's")
 	fs.StringVar(&c.kv, "kv", "f16", "KV cache precision: f16 or f32")
-	fs.Func("kv-memory", "memory of each model's KV cache, shared by its slots, as 512MiB or 2GB (default: room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
+	fs.Func("kv-memory", "KV cache memory of the models loaded at once, in total, as 512MiB or 2GB: each loaded model's pool is it divided by --max-loaded (or by the number of models), shared by its slots (default: each model room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
 		n, err := parseByteSize(v)
 		c.kvMemory = n
 		return err
@@ -124,6 +130,13 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
 	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
 	fs.DurationVar(&c.feedbackWindow, "feedback-window", api.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
+	fs.IntVar(&c.maxLoaded, "max-loaded", 0, "most models loaded at once (0: all); loading another unloads the least recently used idle one first")
+	c.keepAlive = api.KeepForever
+	fs.Func("keep-alive", "how long a model stays loaded after its last request, as ollama's keep_alive: 5m, 1h, seconds; 0 unloads at once, negative (the default) keeps it until another needs its place; a request's keep_alive overrides it", func(v string) error {
+		d, err := parseKeepAliveFlag(v)
+		c.keepAlive = d
+		return err
+	})
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
@@ -154,6 +167,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
 	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
 		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
+	case c.maxLoaded < 0:
+		return nil, fmt.Errorf("%w: --max-loaded must not be negative", errUsage)
 	case c.maxAdapters < 1 || c.maxAdapterMB < 1 || c.maxAdapterMB > maxAdapterMB:
 		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
@@ -329,6 +344,8 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		CORSOrigins:    origins,
 		Logger:         logger,
 		FeedbackWindow: c.feedbackWindow,
+		MaxLoaded:      c.maxLoaded,
+		KeepAlive:      c.keepAlive,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
@@ -356,6 +373,8 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 
 	loaded, err := loadServeModels(ctx, c, kv, srv)
 	defer func() {
+		// The requests are over: unload the engines, then close the files.
+		srv.Close()
 		for i := len(loaded) - 1; i >= 0; i-- {
 			loaded[i].close()
 		}
@@ -401,6 +420,28 @@ func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.C
 		return err
 	}
 	return nil
+}
+
+// parseKeepAliveFlag reads --keep-alive: a duration (5m, 1h30m), or a
+// number of seconds; negative means forever, 0 unloads a model as soon as
+// it is idle. The server's zero value means its default, so 0 is kept as
+// a nanosecond, which unloads just as soon.
+func parseKeepAliveFlag(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		secs, perr := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if perr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, fmt.Errorf("%q is not a duration such as 5m or a number of seconds", v)
+		}
+		d = time.Duration(min(secs, 1e9) * float64(time.Second))
+	}
+	switch {
+	case d < 0:
+		return api.KeepForever, nil
+	case d == 0:
+		return time.Nanosecond, nil
+	}
+	return d, nil
 }
 
 // parseByteSize reads a memory size: a number of bytes, or a number with a

@@ -28,8 +28,8 @@ type modelSpec struct {
 	// neither is the default model.
 	path, hf string
 	// chatTemplate overrides --chat-template; adapterDir is the model's
-	// adapter directory ("" for none).
-	chatTemplate, adapterDir string
+	// adapter directory ("" for none); backend overrides --backend.
+	chatTemplate, adapterDir, backend string
 }
 
 // id is the model's id as far as it is known before its file is found: a
@@ -79,7 +79,7 @@ const modelsKey = "models"
 
 // parseModelList reads the models: list of a --config file: each entry
 // {name, path} or {name, hf} (name may be left out with path), and
-// optionally chat_template and adapter_dir.
+// optionally chat_template, adapter_dir and backend.
 func parseModelList(v any) ([]modelSpec, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) == 0 {
@@ -96,9 +96,10 @@ func parseModelList(v any) ([]modelSpec, error) {
 		for key, val := range entry {
 			dst, known := map[string]*string{
 				"name": &spec.name, "path": &spec.path, "hf": &spec.hf, "chat_template": &spec.chatTemplate, "adapter_dir": &spec.adapterDir,
+				"backend": &spec.backend,
 			}[strings.ReplaceAll(key, "-", "_")]
 			if !known {
-				return nil, fmt.Errorf("%s: unknown key %q (name, path, hf, chat_template, adapter_dir)", where, key)
+				return nil, fmt.Errorf("%s: unknown key %q (name, path, hf, chat_template, adapter_dir, backend)", where, key)
 			}
 			if *dst, ok = val.(string); !ok {
 				return nil, fmt.Errorf("%s.%s must be a string", where, key)
@@ -119,6 +120,9 @@ func parseModelList(v any) ([]modelSpec, error) {
 			if err := checkModelName(spec.name); err != nil {
 				return nil, fmt.Errorf("%s.name: %v", where, err)
 			}
+		}
+		if spec.backend != "" && !slices.Contains(backends.Names(), spec.backend) {
+			return nil, fmt.Errorf("%s.backend: no backend %q (known: %s)", where, spec.backend, strings.Join(backends.Names(), ", "))
 		}
 	}
 	return specs, nil
@@ -169,71 +173,138 @@ func (c *serveConfig) finishModels() error {
 	return nil
 }
 
-// servedModel is a loaded model with what runs it, closed in reverse.
+// servedModel is a model the server serves: its file (tokenizer,
+// template, adapters) is open from the start, its engine loaded on demand
+// (load).
 type servedModel struct {
-	model   *models.Model
-	backend backends.Backend
-	engine  *backends.Engine
-	api     *api.Model
-	micro   *gorgonia.MicroLoRA
+	model *models.Model
+	api   *api.Model
+	micro *gorgonia.MicroLoRA
+	// backend is the backend that runs it (its models: entry's, else
+	// --backend); maxLen its context; opt and engineOpt what load opens it
+	// with.
+	backend   string
+	opt       backends.Options
+	engineOpt backends.EngineOptions
+	bf        *backendFlags
 }
 
+// close closes the model's file; the server has unloaded its engine.
 func (s *servedModel) close() {
 	if s.micro != nil {
 		if err := s.micro.Close(); err != nil {
 			logger.Error().Err(err).Str("model", s.api.ID).Msg("saving MicroLoRA adapters")
 		}
 	}
-	if s.engine != nil {
-		s.engine.Close()
-	}
-	if s.backend != nil {
-		s.backend.Close()
-	}
 	if s.model != nil {
 		s.model.Close()
 	}
 }
 
-// loadServeModels loads the models one after the other and adds each to
-// srv as soon as it runs, so that the first serves while the next loads.
-// The caller closes what it returns, also on an error.
-func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, srv *api.Server) ([]*servedModel, error) {
-	var loaded []*servedModel
-	for _, spec := range c.models {
-		sm, err := loadServeModel(ctx, c, spec, kv)
-		if err != nil {
-			return loaded, err
-		}
-		loaded = append(loaded, sm)
-		if err := srv.AddModel(sm.api); err != nil {
-			return loaded, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		logger.Info().Str("model", sm.api.ID).Int("ctx", sm.engine.MaxLen()).Int("parallel", c.parallel).Msg("model ready")
-	}
-	return loaded, nil
+// loadedEngine is a model's engine with the backend under it; closing it
+// unloads the model: the engine, the backend (the KV pool and buffers),
+// and the weights' pages.
+type loadedEngine struct {
+	*backends.Engine
+	backend backends.Backend
+	file    *models.Model
 }
 
-// loadServeModel finds the model file (downloading it if it is named by
-// hf or is the default), loads it, and starts its own backend and engine.
-func loadServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvcache.Precision) (_ *servedModel, err error) {
+func (e *loadedEngine) Close() error {
+	e.Engine.Close()
+	err := e.backend.Close()
+	e.file.File.ReleasePages()
+	return err
+}
+
+// load opens the model's backend and starts its engine: api.Loader.
+func (s *servedModel) load() (api.LoadedEngine, error) {
+	start := time.Now()
+	b, err := s.bf.openNamed(s.backend, s.model, s.opt)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := backends.NewEngine(b, s.engineOpt)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	logger.Info().Str("model", s.api.ID).Str("backend", s.backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
+		Int64("kv_bytes", eng.Stats().KVBytes).Dur("took", time.Since(start)).Msg("model loaded")
+	return &loadedEngine{Engine: eng, backend: b, file: s.model}, nil
+}
+
+// loadServeModels opens the models' files one after the other (pulling
+// those named by hf) and serves each as a model on demand as soon as it is
+// open, then loads the first ones — as many as --max-loaded allows, all
+// without it — so that they answer at once. The caller closes what it
+// returns, also on an error.
+func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, srv *api.Server) ([]*servedModel, error) {
+	var served []*servedModel
+	for _, spec := range c.models {
+		sm, err := openServeModel(ctx, c, spec, kv)
+		if err != nil {
+			return served, err
+		}
+		served = append(served, sm)
+		if err := srv.AddModel(sm.api); err != nil {
+			return served, fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	preload := len(served)
+	if c.maxLoaded > 0 {
+		preload = min(preload, c.maxLoaded)
+	}
+	for _, sm := range served[:preload] {
+		if err := srv.LoadModel(ctx, sm.api.ID); err != nil {
+			return served, err
+		}
+		logger.Info().Str("model", sm.api.ID).Int("parallel", c.parallel).Msg("model ready")
+	}
+	return served, nil
+}
+
+// kvShare is the KV memory of each loaded model: --kv-memory split evenly
+// among the models that may be loaded at once, so that they never hold
+// more than it in total; 0 (without --kv-memory) leaves each its default.
+func (c *serveConfig) kvShare() int64 {
+	if c.kvMemory == 0 {
+		return 0
+	}
+	slots := len(c.models)
+	if c.maxLoaded > 0 {
+		slots = min(slots, c.maxLoaded)
+	}
+	return c.kvMemory / int64(max(slots, 1))
+}
+
+// openServeModel finds the model file (downloading it if it is named by
+// hf or is the default), opens it and its adapters, and prepares how its
+// engine is loaded.
+func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvcache.Precision) (_ *servedModel, err error) {
 	path, err := resolveModelFile(ctx, spec.path, spec.hf)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	s := &servedModel{}
+	s := &servedModel{bf: c.backend, backend: spec.backend}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
+	if s.backend == "" {
+		s.backend = *c.backend.name
+	}
 	template := spec.chatTemplate
 	if template == "" {
 		template = c.chatTemplate
 	}
 	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: template, Logger: logger}); err != nil {
 		return nil, err
+	}
+	if s.model.Config == nil {
+		return nil, fmt.Errorf("%s: the file holds no runnable model (a vocabulary only?)", path)
 	}
 	trained := s.model.Config.ContextLength
 	maxLen := c.ctx
@@ -247,27 +318,22 @@ func loadServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	}
 	// Without --kv-memory every slot can fill its context at once; the
 	// blocks the slots do not hold keep earlier prompts for prefix reuse.
-	opt := backends.Options{MaxBatch: c.batch, KVBytes: c.kvMemory, KVTokens: c.parallel * maxLen}
-	if s.backend, err = c.backend.open(s.model, opt); err != nil {
-		return nil, err
-	}
+	s.opt = backends.Options{MaxBatch: c.batch, KVBytes: c.kvShare(), KVTokens: c.parallel * maxLen}
 	tok := s.model.Tokenizer
-	if s.engine, err = backends.NewEngine(s.backend, backends.EngineOptions{
+	s.engineOpt = backends.EngineOptions{
 		Parallel:  c.parallel,
 		QueueSize: c.queue,
 		MaxLen:    maxLen,
 		Batch:     c.batch,
 		KV:        kv,
 		IsEOG:     tok.IsEOG,
-	}); err != nil {
-		return nil, err
 	}
 	id := spec.name
 	if id == "" {
 		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
-	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Engine: s.engine}
-	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model loaded")
+	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen}
+	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model opened")
 	if spec.adapterDir != "" {
 		if err := openAdapters(c, spec.adapterDir, s); err != nil {
 			return nil, err
