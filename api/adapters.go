@@ -42,6 +42,7 @@ func (s *Server) acquire(ctx context.Context, g *genRequest, t target) *apiError
 		return err
 	}
 	g.releaseModel = release
+	g.route = t.route
 	return nil
 }
 

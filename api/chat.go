@@ -28,10 +28,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.requestModel(f)
+	t, err := s.requestModel(f, chatFormat{}.idPrefix())
 	if err != nil {
 		return err
 	}
+	defer s.abandonRoute(t)
 	m := t.model
 	if m.Chat == nil {
 		return unsupported("model", "the model %s has no chat template; use /v1/completions", quote(m.ID))

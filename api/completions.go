@@ -19,10 +19,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.requestModel(f)
+	t, err := s.requestModel(f, (&completionFormat{}).idPrefix())
 	if err != nil {
 		return err
 	}
+	defer s.abandonRoute(t)
 	m := t.model
 	vocab := len(m.Tokenizer.Vocab().Tokens)
 	var cf0 completionFormat

@@ -170,6 +170,9 @@ func (s *Server) feedback(w http.ResponseWriter, r *http.Request) error {
 		return aerr
 	}
 	sinks := append(append([]FeedbackSink(nil), m.Feedback...), s.opt.Feedback...)
+	if s.opt.Router != nil && fb.CompletionID != "" {
+		sinks = append(sinks, routerFeedback{s.opt.Router})
+	}
 	if len(sinks) == 0 {
 		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeFeedbackOff,
 			Message: "feedback is not taken for the model " + quote(m.ID) + " (start the server with --adapter-dir to train MicroLoRA adapters from it)"}

@@ -64,6 +64,8 @@ type genRequest struct {
 	// adapterName is the adapter's name in the model's registry, "" for
 	// the base model.
 	adapterName string
+	// route is the router's decision, when the router chose the model.
+	route *routing
 }
 
 // adapter is the adapter the engine runs the request with: nil for the

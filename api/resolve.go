@@ -30,6 +30,9 @@ func (s *Server) AddModel(m *Model) error {
 	if m == nil || m.ID == "" || m.Tokenizer == nil || (m.Engine == nil) == (m.Load == nil) {
 		return errors.New("api: a model needs an ID, a tokenizer, and an engine or a loader (one of them)")
 	}
+	if m.ID == s.routerName() {
+		return fmt.Errorf("api: the model name %q is the router's", m.ID)
+	}
 	if m.vocabs == nil {
 		m.vocabs = &vocabCache{}
 	}
@@ -71,6 +74,9 @@ type target struct {
 	// name is the model as the request spelled it; responses repeat it
 	// for an adapter.
 	name string
+	// route is the router's decision when the request named the router;
+	// nil otherwise.
+	route *routing
 }
 
 // resolveModel is where a request's "model" becomes what serves it, before
@@ -89,6 +95,9 @@ func (s *Server) resolveModel(name string) (target, *apiError) {
 	}
 	if name == "" {
 		return target{model: set.list[0], name: name}, nil
+	}
+	if name == s.routerName() {
+		return target{}, unsupported("model", "%s asks the router to choose the model, which it does for chat and text completions only; name a model (GET /v1/models lists them)", quote(name))
 	}
 	if m, ok := set.byID[name]; ok {
 		return target{model: m, name: name}, nil
@@ -117,11 +126,16 @@ func (s *Server) lookupModel(name string) (*Model, *apiError) {
 	return t.model, nil
 }
 
-// requestModel reads the request's "model" and resolves it.
-func (s *Server) requestModel(f *fields) (target, *apiError) {
+// requestModel reads the request's "model" and resolves it. A chat or
+// text completion passes the prefix of its ids (routable): it may name the
+// router, which then chooses the model.
+func (s *Server) requestModel(f *fields, routable string) (target, *apiError) {
 	name, _, err := f.str("model")
 	if err != nil {
 		return target{}, err
+	}
+	if routable != "" && name != "" && name == s.routerName() && len(s.models.Load().list) > 0 {
+		return s.route(f, routable)
 	}
 	return s.resolveModel(name)
 }

@@ -41,8 +41,15 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 	}
 	defer s.account(ctx, gen)
 	h := s.head(f.idPrefix(), g.modelID)
+	if g.route != nil {
+		// The router knows the completion by this id, which feedback names.
+		h.id = g.route.id
+		w.Header().Set("X-Route", g.route.decision.Header())
+	}
 	if !g.stream {
-		if err := gen.run(ctx, discard{}); err != nil {
+		err := gen.run(ctx, discard{})
+		s.observeRoute(g.route, gen, err)
+		if err != nil {
 			return err
 		}
 		s.remember(h.id, m, g, gen)
@@ -54,7 +61,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 	if err := ss.begin(gen); err != nil {
 		return nil // the client is gone: no one to tell
 	}
-	if err := gen.run(ctx, ss); err != nil {
+	err = gen.run(ctx, ss)
+	s.observeRoute(g.route, gen, err)
+	if err != nil {
 		if err != errClientGone {
 			// The status line is long gone: the error travels as an event,
 			// which the SDKs raise as an APIError.

@@ -13,6 +13,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/sona"
 )
 
 // Engine is what the API needs of backends.Engine: a queue that runs
@@ -123,6 +124,15 @@ type Options struct {
 	// request, unless the request says otherwise (keep_alive); 0 means
 	// DefaultKeepAlive, negative until it must make room.
 	KeepAlive time.Duration
+	// Router, when not nil, chooses the model of the chat and text
+	// completions that name RouterName, learns from how they turn out
+	// and from ratings (POST /v1/feedback); the server does not close it.
+	Router *sona.Router
+	// RouterName is the model name that asks for the router; "" means
+	// DefaultRouterName.
+	RouterName string
+	// RouteAdapters lets the router choose the models' adapters too.
+	RouteAdapters bool
 }
 
 // Server is the HTTP API over a set of models. It answers 503 until

@@ -47,7 +47,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.requestModel(f)
+	t, err := s.requestModel(f, "")
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.requestModel(f)
+	t, err := s.requestModel(f, "")
 	if err != nil {
 		return err
 	}

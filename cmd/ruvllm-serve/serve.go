@@ -24,6 +24,7 @@ import (
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/hub"
+	"github.com/ruvllm/ruvllm/sona"
 )
 
 func init() {
@@ -81,6 +82,40 @@ type serveConfig struct {
 	// room).
 	maxLoaded int
 	keepAlive time.Duration
+	// route configures the router behind "model": "auto".
+	route routeFlags
+}
+
+// routeFlags configure the router: the model name that asks for it ("":
+// none), W, the file its trajectories persist in, its seed, and whether
+// adapters are arms.
+type routeFlags struct {
+	name       string
+	costWeight float64
+	store      string
+	seed       uint64
+	adapters   bool
+}
+
+// open makes the router the flags describe, replaying its store; nil when
+// it is off.
+func (rf routeFlags) open() (*sona.Router, error) {
+	if rf.name == "" {
+		return nil, nil
+	}
+	o := sona.Options{CostWeight: rf.costWeight, Seed: rf.seed}
+	if rf.store != "" {
+		st, err := sona.OpenFileStore(rf.store)
+		if err != nil {
+			return nil, fmt.Errorf("--route-store: %w", err)
+		}
+		o.Store = st
+	}
+	r, err := sona.New(o)
+	if err != nil && o.Store != nil {
+		o.Store.Close()
+	}
+	return r, err
 }
 
 const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
@@ -137,6 +172,11 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		c.keepAlive = d
 		return err
 	})
+	fs.StringVar(&c.route.name, "router", api.DefaultRouterName, "the model name that asks the router to choose the model of a chat or text completion (\"\" turns the router off)")
+	fs.Float64Var(&c.route.costWeight, "route-cost-weight", 0, "W: the router maximises expected quality (0 … 1) − W × expected seconds of generation; a request's route_cost_weight overrides it")
+	fs.StringVar(&c.route.store, "route-store", "", "file the router's trajectories and ratings persist in, replayed at start so that a restart does not forget (default: memory only)")
+	fs.Uint64Var(&c.route.seed, "route-seed", 0, "seed of the router's exploration")
+	fs.BoolVar(&c.route.adapters, "route-adapters", false, "let the router choose the models' LoRA adapters too")
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
@@ -169,6 +209,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
 	case c.maxLoaded < 0:
 		return nil, fmt.Errorf("%w: --max-loaded must not be negative", errUsage)
+	case c.route.costWeight < 0 || math.IsNaN(c.route.costWeight) || math.IsInf(c.route.costWeight, 0):
+		return nil, fmt.Errorf("%w: --route-cost-weight must be a finite number ≥ 0", errUsage)
 	case c.maxAdapters < 1 || c.maxAdapterMB < 1 || c.maxAdapterMB > maxAdapterMB:
 		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
@@ -336,6 +378,17 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 			origins = append(origins, o)
 		}
 	}
+	router, err := c.route.open()
+	if err != nil {
+		return err
+	}
+	if router != nil {
+		defer func() {
+			if err := router.Close(); err != nil {
+				logger.Error().Err(err).Msg("closing the router's store")
+			}
+		}()
+	}
 	srv := api.New(api.Options{
 		Version:        version,
 		APIKeys:        keys,
@@ -346,6 +399,9 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		FeedbackWindow: c.feedbackWindow,
 		MaxLoaded:      c.maxLoaded,
 		KeepAlive:      c.keepAlive,
+		Router:         router,
+		RouterName:     c.route.name,
+		RouteAdapters:  c.route.adapters,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

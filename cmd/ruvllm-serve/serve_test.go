@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/pagination"
 	"github.com/rs/zerolog"
 
+	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
@@ -95,8 +96,18 @@ models:
 	}{
 		{"defaults", nil, func(c *serveConfig) bool {
 			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.backend.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second &&
-				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512
+				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512 && c.maxLoaded == 0 && c.keepAlive == api.KeepForever &&
+				c.route.name == "auto" && c.route.costWeight == 0 && c.route.store == ""
 		}, "=", ""},
+		{"on demand and the router", []string{"--max-loaded", "1", "--keep-alive", "90", "--router", "pick", "--route-cost-weight", "0.5",
+			"--route-store", "/r.log", "--route-seed", "3", "--route-adapters"}, func(c *serveConfig) bool {
+			return c.maxLoaded == 1 && c.keepAlive == 90*time.Second && c.route == routeFlags{name: "pick", costWeight: 0.5, store: "/r.log", seed: 3, adapters: true}
+		}, "=", ""},
+		{"keep-alive 0 unloads at once", []string{"--keep-alive", "0"}, func(c *serveConfig) bool { return c.keepAlive == time.Nanosecond }, "=", ""},
+		{"negative keep-alive keeps", []string{"--keep-alive", "-1m"}, func(c *serveConfig) bool { return c.keepAlive == api.KeepForever }, "=", ""},
+		{"bad keep-alive", []string{"--keep-alive", "soon"}, nil, "", "-keep-alive"},
+		{"negative max loaded", []string{"--max-loaded", "-1"}, nil, "", "--max-loaded"},
+		{"negative cost weight", []string{"--route-cost-weight", "-0.1"}, nil, "", "--route-cost-weight"},
 		{"yaml", []string{"--config", yamlConfig}, func(c *serveConfig) bool {
 			return c.alias == "tiny" && c.port == 9000 && c.parallel == 2 && c.apiKey == "from-file" && *c.backend.threads == 3 &&
 				c.corsOrigins == "https://a.example,https://b.example" && c.shutdownTimeout == 3*time.Second &&
@@ -516,6 +527,15 @@ threads: 1
 		if err != nil || r.Model != tc.answer {
 			t.Errorf("model %q: %+v, %v; want an answer from %q", tc.model, r, err, tc.answer)
 		}
+	}
+	// The router chooses among a and b (adapters are not its arms unless
+	// --route-adapters) and says so.
+	var raw *http.Response
+	r, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "auto", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}, MaxTokens: openai.Int(4),
+	}, option.WithResponseInto(&raw))
+	if err != nil || (r.Model != "a" && r.Model != "b") || !strings.HasPrefix(raw.Header.Get("X-Route"), r.Model+"; ") {
+		t.Errorf("model auto: %+v, %v", r, err)
 	}
 	for _, model := range []string{"c", "a:tales"} {
 		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
