@@ -44,7 +44,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, m *Model, rout
 	if g.route != nil {
 		// The router knows the completion by this id, which feedback names.
 		h.id = g.route.id
-		w.Header().Set("X-Route", g.route.decision.Header())
+		w.Header().Set("X-Route", g.route.header())
 	}
 	if !g.stream {
 		err := gen.run(ctx, discard{})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,16 @@ type routing struct {
 	decision sona.Decision
 	id       string
 	start    time.Time
+	// took is how long routing took: reading the prompt, the engines'
+	// state and the decision.
+	took time.Duration
+}
+
+// header is the X-Route response header: the decision (the model, its
+// score, expected quality and cost, whether it explored) and how long it
+// took, in microseconds.
+func (rt *routing) header() string {
+	return rt.decision.Header() + "; decide_us=" + strconv.FormatInt(rt.took.Microseconds(), 10)
 }
 
 // routerName is the model name that asks for the router; "" when the
@@ -48,6 +59,7 @@ func (s *Server) routerName() string {
 // user and route_cost_weight; each model's cost is scaled by the requests
 // queued on its engine and raised by its load time when it is not loaded.
 func (s *Server) route(f *fields, idPrefix string) (target, *apiError) {
+	start := time.Now()
 	set := s.models.Load()
 	q := sona.Request{ID: idPrefix + uuid.NewString(), Text: routeText(f), MaxTokens: routeMaxTokens(f)}
 	if u, ok := f.m["user"]; ok {
@@ -72,7 +84,8 @@ func (s *Server) route(f *fields, idPrefix string) (target, *apiError) {
 	for i, a := range arms {
 		if a.Name == d.Arm {
 			t := targets[i]
-			t.route = &routing{decision: d, id: q.ID, start: time.Now()}
+			now := time.Now()
+			t.route = &routing{decision: d, id: q.ID, start: now, took: now.Sub(start)}
 			return t, nil
 		}
 	}

@@ -185,7 +185,7 @@ func TestRouterEndToEnd(t *testing.T) {
 		if r.model != "stories260K" && r.model != "tiny" {
 			t.Errorf("model %q: not a served model", r.model)
 		}
-		if !strings.HasPrefix(r.route, r.model+"; score=") || !strings.Contains(r.route, "explore=") {
+		if !strings.HasPrefix(r.route, r.model+"; score=") || !strings.Contains(r.route, "explore=") || !strings.Contains(r.route, "; decide_us=") {
 			t.Errorf("X-Route %q does not name %s and why", r.route, r.model)
 		}
 		if !strings.HasPrefix(r.id, "cmpl-") || r.usage.CompletionTokens < 1 || r.usage.CompletionTokens > 6 || r.usage.PromptTokens < 2 ||
