@@ -73,8 +73,27 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 			l.Data = append(l.Data, s.adapterModelOf(m, in))
 		}
 	}
+	if card, ok := s.routerModel(set); ok {
+		l.Data = append(l.Data, card)
+	}
 	writeJSON(w, http.StatusOK, l)
 	return nil
+}
+
+// routerModel is the router's card, listed last when there is a choice to
+// make (two models or more), so that clients that pick from the list can
+// pick it: its context is the smallest of the models'.
+func (s *Server) routerModel(set *modelSet) (modelObject, bool) {
+	name := s.routerName()
+	if name == "" || len(set.list) < 2 {
+		return modelObject{}, false
+	}
+	o := modelObject{ID: name, Object: "model", Created: set.list[0].Created.Unix(), OwnedBy: "ruvllm", Root: name,
+		MaxModelLen: set.list[0].Engine.MaxLen(), Status: modelStatus{Value: stateLoaded.String()}}
+	for _, m := range set.list[1:] {
+		o.MaxModelLen = min(o.MaxModelLen, m.Engine.MaxLen())
+	}
+	return o, true
 }
 
 // getModel serves GET /v1/models/{id}, for any served model or adapter
@@ -84,6 +103,10 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "*")
 	if id == "" || strings.Contains(id, "\x00") {
 		return pathNotFound(r)
+	}
+	if card, ok := s.routerModel(s.models.Load()); ok && id == card.ID {
+		writeJSON(w, http.StatusOK, card)
+		return nil
 	}
 	t, err := s.resolveModel(id)
 	if err != nil {

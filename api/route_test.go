@@ -231,6 +231,27 @@ func TestRouterEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("listed", func(t *testing.T) {
+		resp, err := http.Get(rs.URL + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l modelList
+		err = json.NewDecoder(resp.Body).Decode(&l)
+		resp.Body.Close()
+		if err != nil || len(l.Data) != 3 || l.Data[2].ID != "auto" || l.Data[2].MaxModelLen != 256 {
+			t.Errorf("models %+v, %v; want the router's card last", l.Data, err)
+		}
+		resp, err = http.Get(rs.URL + "/v1/models/auto")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /v1/models/auto: %d", resp.StatusCode)
+		}
+	})
+
 	t.Run("refused where it cannot route", func(t *testing.T) {
 		r := rs.post(t, "/tokenize", map[string]any{"model": "auto", "content": "hi"})
 		if r.status != http.StatusBadRequest || !strings.Contains(r.body, "router") {

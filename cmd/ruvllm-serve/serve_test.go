@@ -507,7 +507,7 @@ threads: 1
 		if page, err = client.Models.List(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Data) == 3 || time.Now().After(deadline) {
+		if len(page.Data) == 4 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -515,7 +515,7 @@ threads: 1
 	for _, m := range page.Data {
 		listed = append(listed, m.ID+"<"+strings.Trim(m.JSON.ExtraFields["parent"].Raw(), `"`))
 	}
-	if want := []string{"a<null", "b<null", "tales<b"}; !slices.Equal(listed, want) {
+	if want := []string{"a<null", "b<null", "tales<b", "auto<null"}; !slices.Equal(listed, want) {
 		t.Errorf("models %v, want %v", listed, want)
 	}
 	for _, tc := range []struct{ model, answer string }{{"", "a"}, {"a", "a"}, {"b", "b"}, {"tales", "tales"}, {"b:tales", "b:tales"}} {
