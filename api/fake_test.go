@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -273,12 +274,18 @@ func newFakeServerWith(tb testing.TB, o Options, renderer ChatRenderer, setup fu
 	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: renderer, Engine: eng}); err != nil {
 		tb.Fatal(err)
 	}
-	hs := httptest.NewServer(s)
+	return &fakeServer{Server: startHTTP(tb, s), api: s, eng: eng, tok: tk}
+}
+
+// startHTTP serves h on a test server, closed (its connections first) when
+// the test ends.
+func startHTTP(tb testing.TB, h http.Handler) *httptest.Server {
+	hs := httptest.NewServer(h)
 	tb.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	return &fakeServer{Server: hs, api: s, eng: eng, tok: tk}
+	return hs
 }
 
 // scriptOf makes a script that always plays the same pieces.

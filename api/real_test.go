@@ -119,11 +119,7 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 	if err := s.AddModel(am); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-	})
+	hs := startHTTP(t, s)
 	client := sdkClient(hs.URL)
 	return &realServer{Server: hs, engine: eng, client: client, model: m, id: id, adapters: am.Adapters}
 }

@@ -61,13 +61,8 @@ func demandServer(t *testing.T, o Options, models ...*demandModel) (*httptest.Se
 			t.Fatal(err)
 		}
 	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		s.Close()
-	})
-	return hs, s
+	t.Cleanup(s.Close)
+	return startHTTP(t, s), s
 }
 
 // statusOf is the listed status of model id.

@@ -79,12 +79,7 @@ func startRouteServer(t *testing.T, store string) *routeServer {
 			t.Fatal(err)
 		}
 	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &routeServer{Server: hs, api: s, router: router}
+	return &routeServer{Server: startHTTP(t, s), api: s, router: router}
 }
 
 // engineWithBackend closes its backend after the engine.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,21 +114,11 @@ func printTraceSummary(w io.Writer, prefix string, trainN, evalN int, ev sona.Ev
 	for m := range ev.Single {
 		models = append(models, m)
 	}
-	slices.SortFunc(models, func(a, b string) int { return cmpFloat(ev.Single[a].Cost, ev.Single[b].Cost) })
+	slices.SortFunc(models, func(a, b string) int { return cmp.Compare(ev.Single[a].Cost, ev.Single[b].Cost) })
 	for _, m := range models {
 		fmt.Fprintf(w, "single %-12s quality %.4f  cost %.4f\n", m, ev.Single[m].Quality, ev.Single[m].Cost)
 	}
 	fmt.Fprintf(w, "oracle %-12s quality %.4f  cost %.4f\n", "", ev.Oracle.Quality, ev.Oracle.Cost)
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // printEvaluation prints one cost weight's result against the best single
