@@ -50,6 +50,9 @@ func modelsOf(c *serveConfig) string {
 		if m.chatTemplate != "" {
 			s += "+" + m.chatTemplate
 		}
+		if m.backend != "" {
+			s += "/" + m.backend
+		}
 		if m.adapterDir != "" {
 			s += "@" + m.adapterDir
 		}
@@ -147,6 +150,12 @@ models:
 		{"models entry with two files", []string{"--config", badModels("twofiles", " [{name: a, path: /a.gguf, hf: o/r/f.gguf}]")}, nil, "", "models[0] needs path or hf"},
 		{"models entry pulled without a name", []string{"--config", badModels("noname", " [{hf: o/r/f.gguf}]")}, nil, "", "models[0] needs a name"},
 		{"models entry with a bad hf", []string{"--config", badModels("badhf", " [{name: a, hf: nothing}]")}, nil, "", "models[0].hf"},
+		{"a backend per models entry", []string{"--config", badModels("backends", " [{name: a, path: /a.gguf, backend: gorgonia}, {name: b, path: /a.gguf}]")}, nil, "a=/a.gguf/gorgonia b=/a.gguf", ""},
+		{"models entry with an unknown backend", []string{"--config", badModels("nobackend", " [{name: a, path: /a.gguf, backend: cuda}]")}, nil, "", `no backend "cuda"`},
+		{"KV memory shared by the models loaded at once", []string{"--model", "a=/a.gguf", "--model", "b=/b.gguf", "--model", "c=/c.gguf", "--kv-memory", "600MB", "--max-loaded", "2"},
+			func(c *serveConfig) bool { return c.kvShare() == 300e6 }, "a=/a.gguf b=/b.gguf c=/c.gguf", ""},
+		{"KV memory shared by every model", []string{"--model", "a=/a.gguf", "--model", "b=/b.gguf", "--kv-memory", "600MB"},
+			func(c *serveConfig) bool { return c.kvShare() == 300e6 }, "a=/a.gguf b=/b.gguf", ""},
 		{"models entry with an unknown key", []string{"--config", badModels("badkey", " [{name: a, path: /a.gguf, ctx: 5}]")}, nil, "", `unknown key "ctx"`},
 		{"models entry with a list value", []string{"--config", badModels("listval", " [{name: [a], path: /a.gguf}]")}, nil, "", "models[0].name must be a string"},
 		{"models of one name", []string{"--config", badModels("dup", " [{name: a, path: /a.gguf}, {name: a, path: /b.gguf}]")}, nil, "", `two models are named "a"`},
