@@ -39,6 +39,11 @@ func (s *Server) acquire(ctx context.Context, g *genRequest, t target) *apiError
 	}
 	release, err := s.holdModel(ctx, t.model)
 	if err != nil {
+		if err.Status == http.StatusServiceUnavailable && err.Code == codeModelLoad {
+			// The model the router chose cannot be loaded: a failure of
+			// that choice, which it must learn to avoid.
+			s.observeRoute(t.route, nil, err)
+		}
 		return err
 	}
 	g.releaseModel = release

@@ -326,3 +326,36 @@ func TestRouterEndToEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestRouterAvoidsAModelThatFailsToLoad: a model on demand whose loads
+// fail answers 503, and the router learns from those failures to send the
+// requests to the model that works.
+func TestRouterAvoidsAModelThatFailsToLoad(t *testing.T) {
+	router, err := sona.New(sona.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, working := &demandModel{id: "broken"}, &demandModel{id: "working"}
+	broken.fail.Store(true)
+	hs, _ := demandServer(t, Options{Router: router}, broken, working)
+	failed, late, last := 0, 0, ""
+	for i := range 40 {
+		resp, b := do(t, "POST", hs.URL+"/v1/chat/completions", fmt.Sprintf(`{"model": "auto", "max_tokens": 2, "messages": [{"role": "user", "content": "question %d"}]}`, i))
+		switch {
+		case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "out of memory"):
+			failed++
+			last = "broken"
+		case resp.StatusCode == http.StatusOK:
+			last = decode[chatCompletion](t, b).Model
+		default:
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		if i >= 20 && last == "broken" {
+			late++
+		}
+	}
+	// Exploration may try it again now and then, never often.
+	if failed == 0 || failed > 6 || late > 2 {
+		t.Errorf("%d of 40 requests went to the model that fails to load, %d of the last 20", failed, late)
+	}
+}

@@ -14,6 +14,14 @@ const (
 	// minNoise bounds the cost model's noise variance (of ln cost) from
 	// below, so that exact repeats cannot make it infinitely sure.
 	minNoise = 1e-3
+	// maxNoise bounds it from above (ln cost within about a factor of 4
+	// of the prediction), so that the expected cost, exp(mean + noise/2),
+	// stays within a factor of e of the median: the residuals of a model
+	// that has not learnt an arm's costs yet (a server's first requests
+	// cost milliseconds where the untrained model predicts 1) would
+	// otherwise inflate an arm's expected cost a billionfold, and an arm
+	// that looks that dear is never chosen again to correct it.
+	maxNoise = 2
 )
 
 // Heads of the linear model: each arm has one for quality and one for cost.

@@ -437,7 +437,7 @@ func (r *Router) estimateArms(f *features, ids []int32, s *decideScratch) int {
 				cm += acc[i].c / (n + r.opt.PriorStrength)
 				// The local spread of ln cost, shrunk towards the arm's.
 				local := max(0, acc[i].c2/n-(acc[i].c/n)*(acc[i].c/n))
-				noise = (n*local + r.opt.PriorStrength*noise) / (n + r.opt.PriorStrength)
+				noise = min(maxNoise, (n*local+r.opt.PriorStrength*noise)/(n+r.opt.PriorStrength))
 			}
 			e.cost = math.Exp(cm + noise/2)
 		}
@@ -686,7 +686,7 @@ func (r *Router) learnOutcome(f *features, o armOutcome) {
 		res := y - m
 		st.costs++
 		rate := max(1/(st.costs+noisePriorWeight), 0.01)
-		st.noise = max(minNoise, st.noise+rate*(res*res-st.noise))
+		st.noise = max(minNoise, min(maxNoise, st.noise+rate*(res*res-st.noise)))
 	}
 }
 

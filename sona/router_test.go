@@ -347,3 +347,27 @@ func TestConcurrentRouting(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestColdCostsStayBounded: a router that has never seen an arm's costs
+// predicts 1 unit; the first costs it sees (milliseconds) are far off,
+// and the spread of those early residuals must not inflate the arm's
+// expected cost beyond a small factor of what it costs, or a cost-aware
+// router would never choose the arm again to learn better.
+func TestColdCostsStayBounded(t *testing.T) {
+	r, err := New(Options{CostWeight: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arms := []Arm{{Name: "fast"}}
+	for i := range 40 {
+		id := fmt.Sprint("q", i)
+		d, err := r.Decide(Request{ID: id, Text: fmt.Sprintf("question number %d", i)}, arms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && d.Cost > 0.001*math.E*4 {
+			t.Fatalf("after %d costs of 1 ms the expected cost is %g s", i, d.Cost)
+		}
+		r.Observe(id, Outcome{Finish: "stop", Cost: 0.001})
+	}
+}
