@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -48,6 +49,11 @@ func (s *Server) acquire(ctx context.Context, g *genRequest, t target) *apiError
 	}
 	g.releaseModel = release
 	g.route = t.route
+	if g.route != nil {
+		// The cost of the answer starts now: loading the model is the
+		// router's ExtraCost, not the request's.
+		g.route.start = time.Now()
+	}
 	return nil
 }
 

@@ -24,7 +24,8 @@ const maxRouteText = 64 << 10
 
 // routing is a request the router chose a model for: the decision, the
 // completion id under which its outcome and later ratings reach the
-// router, and when it started (its cost is the seconds it takes).
+// router, and when its answer started, once the model was loaded (its
+// cost is the seconds it takes).
 type routing struct {
 	decision sona.Decision
 	id       string
