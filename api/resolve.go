@@ -49,6 +49,11 @@ func (s *Server) AddModel(m *Model) error {
 	if err := s.metrics.addModel(m); err != nil {
 		return err
 	}
+	if s.opt.Router != nil {
+		// Its weights laid out now rather than in the first request's
+		// decision; an arm beyond sona.MaxArms is left to that decision.
+		_ = s.opt.Router.Register(m.ID)
+	}
 	if m.Load != nil {
 		s.residency.add(m)
 	}

@@ -313,6 +313,24 @@ func (r *Router) armIndex(name string) (int32, error) {
 	return i, nil
 }
 
+// Register makes the named arms known before the first decision offers
+// them, so that no request waits while an arm's weights are laid out (a
+// few milliseconds at the default FeatureBits). Arms already known are
+// left as they are.
+func (r *Router) Register(names ...string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range names {
+		if name == "" {
+			return errors.New("sona: an arm without a name")
+		}
+		if _, err := r.armIndex(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // indexes maps arms to their indexes, adding the new ones. An arm without
 // a name, or offered twice, is refused.
 func (r *Router) indexes(arms []Arm) ([]int32, error) {

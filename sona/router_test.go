@@ -371,3 +371,28 @@ func TestColdCostsStayBounded(t *testing.T) {
 		r.Observe(id, Outcome{Finish: "stop", Cost: 0.001})
 	}
 }
+
+// TestRegister: arms registered before any decision are the arms decisions
+// offer, with nothing learnt; an empty name and too many arms are refused.
+func TestRegister(t *testing.T) {
+	r, err := New(Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register("a", "b", "a"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.Decide(Request{Text: "hello"}, []Arm{{Name: "b"}, {Name: "a"}})
+	if err != nil || (d.Arm != "a" && d.Arm != "b") || d.Quality != 0.5 {
+		t.Errorf("decision %+v, %v", d, err)
+	}
+	if err := r.Register(""); err == nil {
+		t.Error("an empty arm name was registered")
+	}
+	for i := range MaxArms {
+		err = r.Register(fmt.Sprint("arm", i))
+	}
+	if !errors.Is(err, ErrTooManyArms) {
+		t.Errorf("registering %d arms: %v", MaxArms+2, err)
+	}
+}
