@@ -157,7 +157,7 @@ func (s *Server) armState(m *Model) sona.Arm {
 func routeText(f *fields) string {
 	var b strings.Builder
 	add := func(s string) {
-		if b.Len() < maxRouteText {
+		if s != "" && b.Len() < maxRouteText {
 			if b.Len() > 0 {
 				b.WriteByte('\n')
 			}
