@@ -1,0 +1,403 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// KV tiles are the quantized forms of a tiered KV cache's blocks: one tile
+// holds the keys or the values of one kv head of one block in one layer, a
+// matrix of rows × cols elements stored row after row.
+//
+// Every element is x = m_g + s_g·u with u an unsigned integer of bits bits
+// (4 or 8) and g its group: a row (byRow) or a column. A tile's keys are
+// (head_dim channels × block tokens) with a group per row, its values
+// (block tokens × head_dim channels) with a group per column: both are
+// quantized per channel over the block's tokens, as KIVI quantizes keys
+// (kvcache's package doc says why values too). The groups' mins and scales
+// are 8-bit codes against two F16 factors of the tile, as K-quants code
+// their sub-block scales:
+//
+//	[0:2]   dScale (F16)   s_g = dScale·scaleCode[g], scaleCode uint8
+//	[2:4]   dMin (F16)     m_g = dMin·minCode[g],     minCode int8
+//	[4:4+g]                scaleCode, one byte a group
+//	[4+g:4+2g]             minCode, one byte a group
+//	then rows × rowBytes   u, row after row
+//
+// An 8-bit row is a byte an element. A 4-bit row is packed 16 elements to 8
+// bytes: byte i of a chunk holds element i in its low nibble and element
+// i+8 in its high one, so that eight consecutive elements widen with one
+// load, one shift and one mask; a row whose length is not a multiple of 16
+// ends with a partial chunk whose missing elements are 0.
+
+// kvTileHeader is the bytes before a tile's codes: dScale and dMin.
+const kvTileHeader = 4
+
+// maxKVGroups bounds the groups of a tile: a head's channels (at most 256
+// in the models we know) or a block's tokens.
+const maxKVGroups = 1024
+
+// KVTileBytes is the size of a tile of rows × cols elements of bits bits (4
+// or 8) with a group per row (byRow) or per column.
+func KVTileBytes(bits, rows, cols int, byRow bool) int {
+	return kvTileData(rows, cols, byRow) + rows*kvRowBytes(bits, cols)
+}
+
+// kvRowBytes is the bytes of one row of cols elements.
+func kvRowBytes(bits, cols int) int {
+	if bits == 8 {
+		return cols
+	}
+	return (cols + 15) / 16 * 8
+}
+
+// kvTileData is the offset of a tile's rows: after the header and the
+// codes.
+func kvTileData(rows, cols int, byRow bool) int {
+	groups := cols
+	if byRow {
+		groups = rows
+	}
+	return kvTileHeader + 2*groups
+}
+
+func checkKVTile(op string, bits, rows, cols, tileLen int, byRow bool) {
+	if bits != 4 && bits != 8 {
+		panic(fmt.Sprintf("kernels: %s: %d-bit KV tile (4 or 8)", op, bits))
+	}
+	if rows <= 0 || cols <= 0 || rows > maxKVGroups || cols > maxKVGroups {
+		panic(fmt.Sprintf("kernels: %s: KV tile of %d×%d", op, rows, cols))
+	}
+	if need := KVTileBytes(bits, rows, cols, byRow); tileLen < need {
+		panic(fmt.Sprintf("kernels: %s: %d bytes for a %d-bit %d×%d KV tile of %d", op, tileLen, bits, rows, cols, need))
+	}
+}
+
+// QuantizeKVTile quantizes the rows × cols halves of src, row r at
+// src[r·srcStride:], into the tile dst. Each group's min is coded at or
+// below its smallest element and its scale at or above what the group's
+// range needs, so that no element is clipped; elements round to the
+// nearest level.
+func QuantizeKVTile(dst []byte, src []uint16, srcStride, bits, rows, cols int, byRow bool) {
+	checkKVTile("QuantizeKVTile", bits, rows, cols, len(dst), byRow)
+	if srcStride < cols || len(src) < (rows-1)*srcStride+cols {
+		panic(fmt.Sprintf("kernels: QuantizeKVTile: %d halves at stride %d for %d×%d", len(src), srcStride, rows, cols))
+	}
+	groups := cols
+	if byRow {
+		groups = rows
+	}
+	levels := float32(int(1)<<bits - 1)
+	// lo, hi and the inverse scale of every group, as float32, on the
+	// stack: a block fills in a decode step, which allocates nothing.
+	var loA, hiA, invA [maxKVGroups]float32
+	lo, hi, inv := loA[:groups], hiA[:groups], invA[:groups]
+	for g := range groups {
+		lo[g], hi[g] = float32(math.Inf(1)), float32(math.Inf(-1))
+	}
+	for r := range rows {
+		for c, h := range src[r*srcStride : r*srcStride+cols] {
+			x := FP16ToFP32(h)
+			if x != x { // NaN: treat as 0 rather than poison the group
+				x = 0
+			}
+			g := c
+			if byRow {
+				g = r
+			}
+			lo[g], hi[g] = min(lo[g], x), max(hi[g], x)
+		}
+	}
+	// Mins: a signed code against dMin = max|lo|/127, floored so that the
+	// coded min never exceeds the group's smallest element.
+	var amin float32
+	for _, l := range lo {
+		amin = max(amin, float32(math.Abs(float64(l))))
+	}
+	dMin16 := fp16Up(amin / 127)
+	dMin := FP16ToFP32(dMin16)
+	minCodes := dst[kvTileHeader+groups : kvTileHeader+2*groups]
+	var smax float32
+	for g := range groups {
+		var m float32
+		code := 0
+		if dMin > 0 && !math.IsInf(float64(dMin), 0) {
+			code = int(math.Floor(float64(lo[g] / dMin)))
+			code = max(-128, min(127, code))
+			m = float32(code) * dMin
+		}
+		minCodes[g] = byte(int8(code))
+		lo[g] = m
+		// The scale the group needs; hi keeps it until its code is known.
+		hi[g] = (hi[g] - m) / levels
+		smax = max(smax, hi[g])
+	}
+	// Scales: an unsigned code against dScale = max scale/255, rounded up
+	// so that the coded scale covers the group's range.
+	dScale16 := fp16Up(smax / 255)
+	dScale := FP16ToFP32(dScale16)
+	scaleCodes := dst[kvTileHeader : kvTileHeader+groups]
+	for g := range groups {
+		code := 0
+		if dScale > 0 && !math.IsInf(float64(dScale), 0) {
+			code = min(255, int(math.Ceil(float64(hi[g]/dScale))))
+		}
+		scaleCodes[g] = byte(code)
+		if s := float32(code) * dScale; s > 0 {
+			inv[g] = 1 / s
+		}
+	}
+	dst[0], dst[1] = byte(dScale16), byte(dScale16>>8)
+	dst[2], dst[3] = byte(dMin16), byte(dMin16>>8)
+	data := dst[kvTileData(rows, cols, byRow):]
+	rb := kvRowBytes(bits, cols)
+	for r := range rows {
+		row := data[r*rb : (r+1)*rb]
+		clear(row)
+		for c, h := range src[r*srcStride : r*srcStride+cols] {
+			g := c
+			if byRow {
+				g = r
+			}
+			x := FP16ToFP32(h)
+			if x != x {
+				x = 0
+			}
+			u := float32(math.Round(float64((x - lo[g]) * inv[g])))
+			u = max(0, min(levels, u))
+			if bits == 8 {
+				row[c] = byte(u)
+				continue
+			}
+			at, shift := kvNibble(c)
+			row[at] |= byte(u) << shift
+		}
+	}
+}
+
+// kvNibble is where element c of a 4-bit row lies: its byte and the shift
+// of its nibble.
+func kvNibble(c int) (at int, shift uint) {
+	chunk, i := c/16, c%16
+	if i >= 8 {
+		return chunk*8 + i - 8, 4
+	}
+	return chunk*8 + i, 0
+}
+
+// fp16Up is the smallest half at or above the non-negative x (the largest
+// finite half beyond it).
+func fp16Up(x float32) uint16 {
+	h := FP32ToFP16(x)
+	if FP16ToFP32(h) < x && h < 0x7bff {
+		h++
+	}
+	return min(h, 0x7bff)
+}
+
+// KVTileGroups decodes the tile's group scales and mins into s and m, one a
+// group (rows of them when byRow, else cols).
+func KVTileGroups(tile []byte, bits, rows, cols int, byRow bool, s, m []float32) {
+	checkKVTile("KVTileGroups", bits, rows, cols, len(tile), byRow)
+	groups := cols
+	if byRow {
+		groups = rows
+	}
+	dScale := FP16ToFP32(uint16(tile[0]) | uint16(tile[1])<<8)
+	dMin := FP16ToFP32(uint16(tile[2]) | uint16(tile[3])<<8)
+	s, m = s[:groups], m[:groups]
+	for g, c := range tile[kvTileHeader : kvTileHeader+groups] {
+		s[g] = dScale * float32(c)
+	}
+	for g, c := range tile[kvTileHeader+groups : kvTileHeader+2*groups] {
+		m[g] = dMin * float32(int8(c))
+	}
+}
+
+// DequantizeKVTile writes the tile's elements, rounded to halves, into dst,
+// row r at dst[r·dstStride:]: what a block whose exact form is gone holds
+// when it is written again.
+func DequantizeKVTile(dst []uint16, dstStride int, tile []byte, bits, rows, cols int, byRow bool) {
+	checkKVTile("DequantizeKVTile", bits, rows, cols, len(tile), byRow)
+	groups := cols
+	if byRow {
+		groups = rows
+	}
+	var sA, mA [maxKVGroups]float32
+	s, m := sA[:groups], mA[:groups]
+	KVTileGroups(tile, bits, rows, cols, byRow, s, m)
+	data := tile[kvTileData(rows, cols, byRow):]
+	rb := kvRowBytes(bits, cols)
+	for r := range rows {
+		for c := range cols {
+			g := c
+			if byRow {
+				g = r
+			}
+			dst[r*dstStride+c] = FP32ToFP16(m[g] + s[g]*kvElem(data[r*rb:], bits, c))
+		}
+	}
+}
+
+// KVTileAt is element (r, c) of the tile, dequantized: for tests and
+// debugging, not the hot path.
+func KVTileAt(tile []byte, bits, rows, cols int, byRow bool, r, c int) float32 {
+	checkKVTile("KVTileAt", bits, rows, cols, len(tile), byRow)
+	groups, g := cols, c
+	if byRow {
+		groups, g = rows, r
+	}
+	dScale := FP16ToFP32(uint16(tile[0]) | uint16(tile[1])<<8)
+	dMin := FP16ToFP32(uint16(tile[2]) | uint16(tile[3])<<8)
+	s := dScale * float32(tile[kvTileHeader+g])
+	m := dMin * float32(int8(tile[kvTileHeader+groups+g]))
+	row := tile[kvTileData(rows, cols, byRow)+r*kvRowBytes(bits, cols):]
+	return m + s*kvElem(row, bits, c)
+}
+
+// kvElem is element c of a row as an integer-valued float.
+func kvElem(row []byte, bits, c int) float32 {
+	if bits == 8 {
+		return float32(row[c])
+	}
+	at, shift := kvNibble(c)
+	return float32(row[at] >> shift & 0xf)
+}
+
+// KVScratchFloats is the scratch KVKeyScores and KVValueAccum need for
+// heads query heads over tiles of head_dim hd.
+func KVScratchFloats(heads, hd int) int { return 2*hd + heads*hd + heads }
+
+// KVKeyScores sets the scores of heads query heads against the keys of a
+// tile (hd channels × bt tokens, grouped by row):
+//
+//	out[j·outStride + t] = Σ_c q[j·qStride + c]·K[c][t],  t < bt, j < heads
+//
+// as (Σ_c q_jc·m_c) + Σ_c (q_jc·s_c)·u[c][t], the integer dot products on
+// the tile's own elements (KVAccumRows). scratch holds KVScratchFloats.
+func KVKeyScores(tile []byte, bits, hd, bt int, q []float32, qStride, heads int, out []float32, outStride int, scratch []float32) {
+	checkKVTile("KVKeyScores", bits, hd, bt, len(tile), true)
+	s, m := scratch[:hd], scratch[hd:2*hd]
+	coef := scratch[2*hd : 2*hd+heads*hd]
+	KVTileGroups(tile, bits, hd, bt, true, s, m)
+	for j := range heads {
+		qj := q[j*qStride : j*qStride+hd]
+		cj := coef[j*hd : (j+1)*hd]
+		var bias float32
+		for c, x := range qj {
+			cj[c] = x * s[c]
+			bias += x * m[c]
+		}
+		o := out[j*outStride : j*outStride+bt]
+		for t := range o {
+			o[t] = bias
+		}
+	}
+	KVAccumRows(bits, tile[kvTileData(hd, bt, true):], kvRowBytes(bits, bt), hd, bt, coef, hd, heads, out, outStride)
+}
+
+// KVValueAccum adds the values of a tile (bt tokens × hd channels, grouped
+// by column) weighted by heads rows of weights to heads outputs:
+//
+//	out[j·outStride + c] += Σ_r w[j·wStride + r]·V[r][c],  r < bt, c < hd
+//
+// as s_c·(Σ_r w_jr·u[r][c]) + m_c·(Σ_r w_jr). scratch holds
+// KVScratchFloats.
+func KVValueAccum(tile []byte, bits, bt, hd int, w []float32, wStride, heads int, out []float32, outStride int, scratch []float32) {
+	checkKVTile("KVValueAccum", bits, bt, hd, len(tile), false)
+	s, m := scratch[:hd], scratch[hd:2*hd]
+	raw := scratch[2*hd : 2*hd+heads*hd]
+	sums := scratch[2*hd+heads*hd:][:heads]
+	KVTileGroups(tile, bits, bt, hd, false, s, m)
+	clear(raw)
+	for j := range heads {
+		var sum float32
+		for _, x := range w[j*wStride : j*wStride+bt] {
+			sum += x
+		}
+		sums[j] = sum
+	}
+	KVAccumRows(bits, tile[kvTileData(bt, hd, false):], kvRowBytes(bits, hd), bt, hd, w, wStride, heads, raw, hd)
+	for j := range heads {
+		o := out[j*outStride : j*outStride+hd]
+		rj := raw[j*hd : (j+1)*hd]
+		for c := range o {
+			o[c] += s[c]*rj[c] + m[c]*sums[j]
+		}
+	}
+}
+
+// KVAccumRows adds to heads outputs the rows of integer elements of a
+// tile's data, rows rows of rowBytes bytes of cols elements of bits bits,
+// each row weighted by a coefficient of the head:
+//
+//	out[j·outStride + c] += Σ_r coef[j·coefStride + r]·u[r][c]
+//
+// summing row after row with one rounding per step (a fused multiply-add),
+// so that the assembly and the pure-Go twin agree bit for bit.
+func KVAccumRows(bits int, data []byte, rowBytes, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	checkAccumRows("KVAccumRows", len(data), rowBytes, kvRowBytes(bits, cols), rows, cols, len(coef), coefStride, heads, len(out), outStride)
+	if bits != 4 && bits != 8 {
+		panic(fmt.Sprintf("kernels: KVAccumRows: %d bits", bits))
+	}
+	if rows == 0 || heads == 0 {
+		return
+	}
+	kvAccumRows(bits, data, rowBytes, rows, cols, coef, coefStride, heads, out, outStride)
+}
+
+// KVAccumRowsHalves is KVAccumRows over rows of halves, row r at
+// data[r·rowStride:]: the exact (F16) form of a tiered block.
+func KVAccumRowsHalves(data []uint16, rowStride, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	checkAccumRows("KVAccumRowsHalves", len(data), rowStride, cols, rows, cols, len(coef), coefStride, heads, len(out), outStride)
+	if rows == 0 || heads == 0 {
+		return
+	}
+	kvAccumRowsHalves(data, rowStride, rows, cols, coef, coefStride, heads, out, outStride)
+}
+
+// checkAccumRows panics unless rows rows of rowLen units, stride apart,
+// lie in data, and heads rows of coefficients and outputs in theirs. It is
+// written so that no product overflows, whatever the arguments.
+func checkAccumRows(op string, dataLen, stride, rowLen, rows, cols, coefLen, coefStride, heads, outLen, outStride int) {
+	bad := rows < 0 || cols <= 0 || heads < 0 || stride < rowLen || coefStride < rows || outStride < cols ||
+		rows > 1<<16 || cols > 1<<16 || heads > 1<<16 || stride > 1<<30 || coefStride > 1<<30 || outStride > 1<<30
+	if !bad && rows > 0 && heads > 0 {
+		bad = dataLen < (rows-1)*stride+rowLen || coefLen < (heads-1)*coefStride+rows || outLen < (heads-1)*outStride+cols
+	}
+	if bad {
+		panic(fmt.Sprintf("kernels: %s: %d rows of %d (stride %d, %d units) for %d heads (coef %d at %d, out %d at %d, %d columns)",
+			op, rows, rowLen, stride, dataLen, heads, coefLen, coefStride, outLen, outStride, cols))
+	}
+}
+
+// kvAccumRowsGeneric is the pure-Go twin of KVAccumRows on checked shapes.
+func kvAccumRowsGeneric(bits int, data []byte, rowBytes, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	for j := range heads {
+		cj := coef[j*coefStride : j*coefStride+rows]
+		o := out[j*outStride : j*outStride+cols]
+		for c := range o {
+			acc := o[c]
+			for r, x := range cj {
+				acc = fmaf(x, kvElem(data[r*rowBytes:], bits, c), acc)
+			}
+			o[c] = acc
+		}
+	}
+}
+
+// kvAccumRowsHalvesGeneric is the pure-Go twin of KVAccumRowsHalves on
+// checked shapes.
+func kvAccumRowsHalvesGeneric(data []uint16, rowStride, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	for j := range heads {
+		cj := coef[j*coefStride : j*coefStride+rows]
+		o := out[j*outStride : j*outStride+cols]
+		for c := range o {
+			acc := o[c]
+			for r, x := range cj {
+				acc = fmaf(x, FP16ToFP32(data[r*rowStride+c]), acc)
+			}
+			o[c] = acc
+		}
+	}
+}

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func kvAccumRows(bits int, data []byte, rowBytes, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	kvAccumRowsGeneric(bits, data, rowBytes, rows, cols, coef, coefStride, heads, out, outStride)
+}
+
+func kvAccumRowsHalves(data []uint16, rowStride, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	kvAccumRowsHalvesGeneric(data, rowStride, rows, cols, coef, coefStride, heads, out, outStride)
+}

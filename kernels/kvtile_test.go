@@ -1,0 +1,252 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestKVAccumRowsMatchesGeneric runs the assembly row accumulation (where
+// it runs) and the pure-Go twin on random data of every format, for row
+// counts, column counts (multiples of 16, which the assembly takes, and
+// others), head counts (around the kernels' groups of four) and strides,
+// and requires the same bits; and that nothing outside the heads' outputs
+// is written.
+func TestKVAccumRowsMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(91, 92))
+	for _, bits := range []int{4, 8, 16} {
+		for _, cols := range []int{8, 16, 32, 64, 72, 128} {
+			for _, heads := range []int{1, 2, 3, 4, 5, 8, 9} {
+				t.Run(fmt.Sprintf("bits=%d/cols=%d/heads=%d", bits, cols, heads), func(t *testing.T) {
+					for _, rows := range []int{1, 7, 32, 64} {
+						coefStride, outStride := rows+rng.IntN(3), cols+rng.IntN(3)
+						coef := mixedF32(rng, (heads-1)*coefStride+rows, 8, 8)
+						init := mixedF32(rng, heads*outStride+1, 4, 4)
+						got, want := append([]float32(nil), init...), append([]float32(nil), init...)
+						if bits == 16 {
+							stride := cols + rng.IntN(5)
+							data := mixedHalves(rng, (rows-1)*stride+cols)
+							KVAccumRowsHalves(data, stride, rows, cols, coef, coefStride, heads, got, outStride)
+							kvAccumRowsHalvesGeneric(data, stride, rows, cols, coef, coefStride, heads, want, outStride)
+						} else {
+							rb := kvRowBytes(bits, cols) + rng.IntN(5)
+							data := make([]byte, (rows-1)*rb+kvRowBytes(bits, cols))
+							for i := range data {
+								data[i] = byte(rng.Uint32())
+							}
+							KVAccumRows(bits, data, rb, rows, cols, coef, coefStride, heads, got, outStride)
+							kvAccumRowsGeneric(bits, data, rb, rows, cols, coef, coefStride, heads, want, outStride)
+						}
+						for i := range got {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("rows=%d: output %d (head %d, column %d): %g, want %g", rows, i, i/outStride, i%outStride, got[i], want[i])
+							}
+							if i%outStride >= cols && got[i] != init[i] {
+								t.Fatalf("rows=%d: wrote output %d, outside the columns", rows, i)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// halvesOf rounds x to halves.
+func halvesOf(x []float32) []uint16 {
+	h := make([]uint16, len(x))
+	FP32ToFP16Row(x, h)
+	return h
+}
+
+// kvTileInput is a tile's worth of halves of the shapes keys and values
+// take: per-group offsets and spreads that differ by orders of magnitude,
+// as the channels of real keys do.
+func kvTileInput(rng *rand.Rand, rows, cols int, byRow bool) []float32 {
+	groups := cols
+	if byRow {
+		groups = rows
+	}
+	off, spread := make([]float64, groups), make([]float64, groups)
+	for g := range groups {
+		off[g] = rng.NormFloat64() * math.Pow(10, rng.Float64()*2-1)
+		spread[g] = math.Pow(10, rng.Float64()*2-1.5)
+	}
+	x := make([]float32, rows*cols)
+	for r := range rows {
+		for c := range cols {
+			g := c
+			if byRow {
+				g = r
+			}
+			x[r*cols+c] = float32(off[g] + spread[g]*rng.NormFloat64())
+		}
+	}
+	return x
+}
+
+// TestQuantizeKVTileError checks the quantizer against its promise: every
+// element dequantizes within half a step of its group (plus the rounding
+// of a half), no element is clipped, and the result is deterministic.
+func TestQuantizeKVTileError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(93, 94))
+	for _, bits := range []int{4, 8} {
+		for _, byRow := range []bool{true, false} {
+			for _, shape := range [][2]int{{64, 32}, {32, 64}, {8, 32}, {32, 8}, {128, 32}, {5, 3}} {
+				rows, cols := shape[0], shape[1]
+				t.Run(fmt.Sprintf("bits=%d/byRow=%v/%dx%d", bits, byRow, rows, cols), func(t *testing.T) {
+					src := halvesOf(kvTileInput(rng, rows, cols, byRow))
+					tile := make([]byte, KVTileBytes(bits, rows, cols, byRow))
+					QuantizeKVTile(tile, src, cols, bits, rows, cols, byRow)
+					again := make([]byte, len(tile))
+					QuantizeKVTile(again, src, cols, bits, rows, cols, byRow)
+					if string(again) != string(tile) {
+						t.Fatal("two quantizations of one tile differ")
+					}
+					groups := cols
+					if byRow {
+						groups = rows
+					}
+					s, m := make([]float32, groups), make([]float32, groups)
+					KVTileGroups(tile, bits, rows, cols, byRow, s, m)
+					back := make([]uint16, rows*cols)
+					DequantizeKVTile(back, cols, tile, bits, rows, cols, byRow)
+					for r := range rows {
+						for c := range cols {
+							g := c
+							if byRow {
+								g = r
+							}
+							x := float64(FP16ToFP32(src[r*cols+c]))
+							y := float64(FP16ToFP32(back[r*cols+c]))
+							bound := float64(s[g])/2*1.0001 + math.Abs(x)/1024
+							if math.Abs(x-y) > bound {
+								t.Fatalf("element (%d,%d) of group %d: %g comes back as %g; step %g, min %g", r, c, g, x, y, s[g], m[g])
+							}
+							if float64(m[g]) > x {
+								t.Fatalf("group %d: coded min %g above element %g", g, m[g], x)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestQuantizeKVTileHostile feeds the quantizer infinities, NaNs, the
+// largest halves and constant groups: it must not panic, and finite
+// constant groups must come back exactly.
+func TestQuantizeKVTileHostile(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	cases := map[string][]float32{
+		"inf":      {inf, -inf, 1, 2, 3, 4, 5, 6},
+		"nan":      {nan, 1, nan, 2, 3, 4, 5, 6},
+		"largest":  {65504, -65504, 65504, -65504, 1, 0, 0, 0},
+		"constant": {3, 3, 3, 3, -2, -2, -2, -2},
+		"zero":     make([]float32, 8),
+	}
+	for name, x := range cases {
+		t.Run(name, func(t *testing.T) {
+			for _, bits := range []int{4, 8} {
+				src := halvesOf(x)
+				tile := make([]byte, KVTileBytes(bits, 2, 4, true))
+				QuantizeKVTile(tile, src, 4, bits, 2, 4, true)
+				back := make([]uint16, 8)
+				DequantizeKVTile(back, 4, tile, bits, 2, 4, true)
+				if name == "constant" || name == "zero" {
+					for i := range x {
+						if got := FP16ToFP32(back[i]); got != x[i] {
+							t.Errorf("%d bits: element %d is %g, want %g", bits, i, got, x[i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKVKeyScoresAndValues checks KVKeyScores and KVValueAccum against the
+// sums over the dequantized tile in float64.
+func TestKVKeyScoresAndValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(95, 96))
+	const bt = 32
+	for _, bits := range []int{4, 8} {
+		for _, hd := range []int{8, 32, 64, 128} {
+			for _, heads := range []int{1, 2, 7, 8} {
+				t.Run(fmt.Sprintf("bits=%d/hd=%d/heads=%d", bits, hd, heads), func(t *testing.T) {
+					scratch := make([]float32, KVScratchFloats(heads, hd))
+					// Keys: hd channels × bt tokens, a group per channel.
+					kt := make([]byte, KVTileBytes(bits, hd, bt, true))
+					QuantizeKVTile(kt, halvesOf(kvTileInput(rng, hd, bt, true)), bt, bits, hd, bt, true)
+					k := make([]uint16, hd*bt)
+					DequantizeKVTile(k, bt, kt, bits, hd, bt, true)
+					q := mixedF32(rng, heads*hd, 2, 2)
+					scores := make([]float32, heads*bt)
+					KVKeyScores(kt, bits, hd, bt, q, hd, heads, scores, bt, scratch)
+					for j := range heads {
+						for tk := range bt {
+							var want, mag float64
+							for c := range hd {
+								p := float64(q[j*hd+c]) * float64(FP16ToFP32(k[c*bt+tk]))
+								want += p
+								mag += math.Abs(p)
+							}
+							if d := math.Abs(float64(scores[j*bt+tk]) - want); d > 1e-3*mag+1e-6 {
+								t.Fatalf("score of head %d token %d: %g, want %g", j, tk, scores[j*bt+tk], want)
+							}
+						}
+					}
+					// Values: bt tokens × hd channels, a group per channel.
+					vt := make([]byte, KVTileBytes(bits, bt, hd, false))
+					QuantizeKVTile(vt, halvesOf(kvTileInput(rng, bt, hd, false)), hd, bits, bt, hd, false)
+					v := make([]uint16, bt*hd)
+					DequantizeKVTile(v, hd, vt, bits, bt, hd, false)
+					w := make([]float32, heads*bt)
+					for i := range w {
+						w[i] = rng.Float32()
+					}
+					out := mixedF32(rng, heads*hd, 1, 1)
+					base := append([]float32(nil), out...)
+					KVValueAccum(vt, bits, bt, hd, w, bt, heads, out, hd, scratch)
+					for j := range heads {
+						for c := range hd {
+							want, mag := float64(base[j*hd+c]), math.Abs(float64(base[j*hd+c]))
+							for r := range bt {
+								p := float64(w[j*bt+r]) * float64(FP16ToFP32(v[r*hd+c]))
+								want += p
+								mag += math.Abs(p)
+							}
+							if d := math.Abs(float64(out[j*hd+c]) - want); d > 1e-3*mag+1e-6 {
+								t.Fatalf("value of head %d channel %d: %g, want %g", j, c, out[j*hd+c], want)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKVTileNoAllocs checks that quantizing a tile and attending to it
+// allocate nothing: a block fills, and is read, in decode steps.
+func TestKVTileNoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(97, 98))
+	const hd, bt, heads = 64, 32, 8
+	src := halvesOf(kvTileInput(rng, hd, bt, true))
+	tile := make([]byte, KVTileBytes(4, hd, bt, true))
+	q := mixedF32(rng, heads*hd, 2, 2)
+	out := make([]float32, heads*max(hd, bt))
+	scratch := make([]float32, KVScratchFloats(heads, hd))
+	w := make([]float32, heads*bt)
+	for name, f := range map[string]func(){
+		"quantize": func() { QuantizeKVTile(tile, src, bt, 4, hd, bt, true) },
+		"keys":     func() { KVKeyScores(tile, 4, hd, bt, q, hd, heads, out, bt, scratch) },
+		"values":   func() { KVValueAccum(tile, 4, bt, hd, w, bt, heads, out, hd, scratch) },
+	} {
+		if n := testing.AllocsPerRun(10, f); n != 0 {
+			t.Errorf("%s: %v allocations", name, n)
+		}
+	}
+}
