@@ -46,6 +46,19 @@ type PoolOptions struct {
 	// BlockTokens is the positions of one block; 0 means DefaultBlockTokens.
 	BlockTokens int
 	Type        Precision
+	// HotTokens (Tiered) are the most recent positions before a row's own
+	// block that it reads at F16, WarmTokens those before them it reads at
+	// 8 bits; both are rounded up to whole blocks. Older positions are read
+	// at 4 bits.
+	HotTokens, WarmTokens int
+	// HotSlots and WarmSlots (Q8, Q4, Tiered) are the blocks' worth of
+	// memory for exact (F16) and warm (8-bit) forms; 0 sizes them for a
+	// prefill pass of 512 tokens plus Sequences sequences' hot and warm
+	// blocks. With fewer, rows read some blocks in a lower form.
+	HotSlots, WarmSlots int
+	// Sequences is how many tables are expected to fill blocks at once
+	// (the engine's slots); 0 means 1. It only sizes the default slots.
+	Sequences int
 	// Blocks is the number of blocks; when it is 0 the pool has as many
 	// whole blocks as fit in Bytes (the keys and values only; the
 	// bookkeeping, a few words per block and a token id per position, is
@@ -87,6 +100,10 @@ type Pool struct {
 	k16, v16 []uint16
 	k32, v32 []float32
 
+	// tier is set in a pool of tiered blocks (Q8, Q4, Tiered), which keeps
+	// them in tier's arrays rather than k16/v16 or k32/v32.
+	tier *tiers
+
 	meta   []blockMeta
 	tokens []int32 // (blocks, block_tokens): the tokens of registered blocks
 
@@ -104,6 +121,7 @@ type Pool struct {
 	nextID  uint64
 
 	used, shared int
+	sealed       int // tiered blocks whose static form is written
 	hits, misses uint64
 	evictions    uint64
 	copies       uint64
@@ -126,6 +144,17 @@ type blockMeta struct {
 	// Set once the block has been handed out: before that its memory is
 	// the zero pages the pool was made with and needs no clearing.
 	dirty bool
+	// Tiered pools: the block's exact (F16) and warm slots (-1: none), the
+	// holders that read it in those forms, and whether it is full with its
+	// quantized forms written (sealed blocks are never written again).
+	half, warm         int32
+	halfNeed, warmNeed int32
+	sealed             bool
+	// lossy is set on a tiered block whose exact form was rebuilt from a
+	// quantized one (a copy of a block that had lost its exact form): its
+	// keys and values are near, not equal to, what the model computed, so
+	// it is never spilled as exact.
+	lossy bool
 }
 
 const (
@@ -149,27 +178,69 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	if o.BlockTokens < 0 || o.BlockTokens > maxBlockTokens {
 		return nil, fmt.Errorf("kvcache: %d tokens per block is outside [1, %d]", o.BlockTokens, maxBlockTokens)
 	}
-	if o.Type != F16 && o.Type != F32 {
+	if o.Type < F16 || o.Type > Tiered {
 		return nil, fmt.Errorf("kvcache: unknown precision %d", int(o.Type))
 	}
 	if o.Blocks < 0 || o.Bytes < 0 {
 		return nil, fmt.Errorf("kvcache: negative budget of %d blocks or %d bytes", o.Blocks, o.Bytes)
 	}
-	// Sizes in float64 first, so that the checks cannot overflow.
+	if o.HotSlots < 0 || o.WarmSlots < 0 || o.Sequences < 0 {
+		return nil, fmt.Errorf("kvcache: negative slots (%d hot, %d warm) or sequences (%d)", o.HotSlots, o.WarmSlots, o.Sequences)
+	}
+	// Sizes in float64 first, so that the checks cannot overflow. A tiered
+	// pool's blocks are their static forms; its exact and warm slots are
+	// extra (extra is their memory, which a byte budget pays first).
 	elem := float64(o.Type.DType().RowBytes(1))
 	blockBytes := float64(o.Layers) * float64(o.BlockTokens) * float64(o.KVHeads) * float64(o.HeadDim+o.HeadDimV) * elem
-	if blockBytes > maxBytes {
-		return nil, fmt.Errorf("kvcache: one block of %.0f bytes is more than the %d allowed", blockBytes, int64(maxBytes))
+	var tier *tiers
+	var halfBytes, warmBytes float64
+	if o.Type.Quantized() {
+		var err error
+		if tier, halfBytes, warmBytes, err = tierOptions(&o); err != nil {
+			return nil, err
+		}
+		blockBytes = float64(tier.blockQ)
+	}
+	if blockBytes > maxBytes || halfBytes > maxBytes {
+		return nil, fmt.Errorf("kvcache: one block of %.0f bytes is more than the %d allowed", max(blockBytes, halfBytes), int64(maxBytes))
 	}
 	n := o.Blocks
+	extra := 0.0
 	if n == 0 {
-		nb := math.Floor(float64(o.Bytes) / blockBytes)
+		budget := float64(o.Bytes)
+		if tier != nil {
+			// The default slots depend on n only through a min: size them
+			// for a pool of unbounded blocks, then see what is left.
+			hs, ws := o.HotSlots, o.WarmSlots
+			dh, dw := defaultSlots(&o, tier, math.MaxInt32)
+			if hs == 0 {
+				hs = dh
+			}
+			if ws == 0 {
+				ws = dw
+			}
+			budget -= float64(hs)*halfBytes + float64(ws)*warmBytes
+		}
+		nb := math.Floor(budget / blockBytes)
 		if nb < 1 {
 			return nil, fmt.Errorf("kvcache: a budget of %d bytes holds no block of %.0f bytes", o.Bytes, blockBytes)
 		}
 		n = int(min(nb, math.MaxInt32))
 	}
-	if total := float64(n) * blockBytes; total > maxBytes || n >= math.MaxInt32-2 {
+	if tier != nil {
+		dh, dw := defaultSlots(&o, tier, n)
+		if o.HotSlots == 0 {
+			o.HotSlots = dh
+		}
+		if o.WarmSlots == 0 && tier.warmBlocks > 0 {
+			o.WarmSlots = dw
+		}
+		if tier.warmBlocks == 0 {
+			o.WarmSlots = 0
+		}
+		extra = float64(o.HotSlots)*halfBytes + float64(o.WarmSlots)*warmBytes
+	}
+	if total := float64(n)*blockBytes + extra; total > maxBytes || n >= math.MaxInt32-2 || o.HotSlots >= math.MaxInt32-2 || o.WarmSlots >= math.MaxInt32-2 {
 		return nil, fmt.Errorf("kvcache: %d blocks of %.0f bytes need %.0f bytes, more than the %d allowed",
 			n, blockBytes, total, int64(maxBytes))
 	}
@@ -185,8 +256,15 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	}
 	p.layerK, p.layerV = p.bt*p.kRow, p.vRows*p.bt
 	p.blockK, p.blockV = o.Layers*p.layerK, o.Layers*p.layerV
-	p.opt.Bytes = int64(n) * p.BlockBytes()
-	if o.Type == F16 {
+	if tier != nil {
+		p.tier = tier
+		tier.baseData = make([]byte, n*tier.blockQ)
+		tier.half = newArena[uint16](o.HotSlots, int(halfBytes)/2)
+		tier.warm = newArena[byte](o.WarmSlots, tier.blockW)
+		prefault(tier.baseData)
+		prefault(tier.half.data)
+		prefault(tier.warm.data)
+	} else if o.Type == F16 {
 		p.k16 = make([]uint16, n*p.blockK)
 		p.v16 = make([]uint16, n*p.blockV)
 		prefault(p.k16)
@@ -198,6 +276,9 @@ func NewPool(o PoolOptions) (*Pool, error) {
 		prefault(p.v32)
 	}
 	p.meta = make([]blockMeta, n)
+	for b := range p.meta {
+		p.meta[b].half, p.meta[b].warm = -1, -1
+	}
 	p.tokens = make([]int32, n*p.bt)
 	p.prev = make([]int32, n+2)
 	p.next = make([]int32, n+2)
@@ -220,6 +301,7 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	p.mask = uint64(size - 1)
 	p.hash = p.chainHash
 	p.nextID = 1
+	p.opt.Bytes = p.Stats().TotalBytes
 	return p, nil
 }
 
@@ -236,8 +318,13 @@ func (p *Pool) BlockTokens() int { return p.bt }
 // Blocks is the number of blocks in the pool.
 func (p *Pool) Blocks() int { return p.n }
 
-// BlockBytes is the memory of one block: its keys and values in every layer.
+// BlockBytes is the memory of one block: its keys and values in every
+// layer; in a tiered pool, of its static (quantized) form, which every
+// block has.
 func (p *Pool) BlockBytes() int64 {
+	if p.tier != nil {
+		return int64(p.tier.blockQ)
+	}
 	return int64(p.blockK+p.blockV) * int64(p.opt.Type.DType().RowBytes(1))
 }
 
@@ -311,12 +398,23 @@ type Stats struct {
 	// Dedups counts blocks a Commit found already cached, which the table
 	// then shared instead of keeping its own copy.
 	Dedups uint64
+
+	// Blocks holding a form of each precision: in an F16 or F32 pool
+	// every used or cached block is F16Blocks (or F32Blocks); in a tiered
+	// pool a block may hold several forms, and F16Blocks and Q8Blocks
+	// count the exact and warm slots in use, Q4Blocks (or Q8Blocks, in a
+	// Q8 pool) the full blocks' static forms.
+	F32Blocks, F16Blocks, Q8Blocks, Q4Blocks int
 }
 
-// Stats reports the pool's state and its counters since NewPool.
+// Stats reports the pool's state and its counters since NewPool. In a
+// tiered pool, UsedBytes counts the used blocks' static forms and the exact
+// and warm forms that holders need (or that blocks being filled hold),
+// CachedBytes the cached blocks' static forms and the forms nobody needs
+// (kept until the room is wanted), FreeBytes the rest.
 func (p *Pool) Stats() Stats {
 	bb := p.BlockBytes()
-	return Stats{
+	st := Stats{
 		BlockTokens:  p.bt,
 		BlockBytes:   bb,
 		Blocks:       p.n,
@@ -334,6 +432,31 @@ func (p *Pool) Stats() Stats {
 		Copies:       p.copies,
 		Dedups:       p.dedups,
 	}
+	t := p.tier
+	switch {
+	case t == nil && p.opt.Type == F32:
+		st.F32Blocks = p.used + p.cachedN
+	case t == nil:
+		st.F16Blocks = p.used + p.cachedN
+	default:
+		hb, wb := int64(t.half.elems)*2, int64(t.blockW)
+		hFree, hIdle := int64(t.half.free), int64(t.half.idle)
+		wFree, wIdle := int64(t.warm.free), int64(t.warm.idle)
+		hBusy := int64(t.half.slots) - hFree - hIdle
+		wBusy := int64(t.warm.slots) - wFree - wIdle
+		st.UsedBytes += hBusy*hb + wBusy*wb
+		st.CachedBytes += hIdle*hb + wIdle*wb
+		st.FreeBytes += hFree*hb + wFree*wb
+		st.TotalBytes += int64(t.half.slots)*hb + int64(t.warm.slots)*wb
+		st.F16Blocks = t.half.slots - t.half.free
+		st.Q8Blocks = t.warm.slots - t.warm.free
+		if t.base == FormQ8 {
+			st.Q8Blocks += p.sealed
+		} else {
+			st.Q4Blocks = p.sealed
+		}
+	}
+	return st
 }
 
 // Available is the number of blocks the pool can still hand out: free ones
@@ -341,8 +464,15 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) Available() int { return p.available() }
 
 // available is the number of blocks alloc can hand out: free ones and
-// cached ones it may evict.
-func (p *Pool) available() int { return p.freeN + p.cachedN }
+// cached ones it may evict; in a tiered pool, no more than it has exact
+// slots for, as every block is written in its exact form.
+func (p *Pool) available() int {
+	n := p.freeN + p.cachedN
+	if p.tier != nil {
+		n = min(n, p.halfAvailable())
+	}
+	return n
+}
 
 func (p *Pool) fullError(need int) error {
 	return fmt.Errorf("%w: %d blocks needed, %d free and %d cached (evictable) of %d, %d in use",
@@ -364,12 +494,17 @@ func (p *Pool) alloc(zero bool) int {
 		}
 		p.unregister(int(b))
 		p.evictions++
+		if p.tier != nil {
+			p.dropForms(int(b))
+		}
 	}
 	p.unlink(b)
 	m := &p.meta[b]
 	m.ref = 1
 	p.used++
-	if zero && m.dirty {
+	if p.tier != nil {
+		p.attachHalf(int(b))
+	} else if zero && m.dirty {
 		p.zeroValues(int(b))
 	}
 	m.dirty = true
@@ -404,15 +539,19 @@ func (p *Pool) decRef(b int) {
 		} else {
 			// Front: the next alloc reuses the memory touched last.
 			p.pushFront(onFreeList, int32(b))
+			if p.tier != nil {
+				p.dropForms(b)
+			}
 		}
 	}
 }
 
 // writable reports whether a table holding b may write into it in place:
-// nobody else holds it and the index does not promise its contents.
+// nobody else holds it, the index does not promise its contents and (in a
+// tiered pool) its quantized forms are not made yet.
 func (p *Pool) writable(b int) bool {
 	m := &p.meta[b]
-	return m.ref == 1 && m.id == 0
+	return m.ref == 1 && m.id == 0 && !m.sealed
 }
 
 func (p *Pool) freeHead() int32 { return int32(p.n) }
@@ -458,8 +597,12 @@ func (p *Pool) unlink(b int32) {
 	m.list = onNoList
 }
 
-// zeroValues clears every value of block b.
+// zeroValues clears every value of block b. A tiered pool's attention
+// reads no value past a table's Len, so its blocks need no clearing.
 func (p *Pool) zeroValues(b int) {
+	if p.tier != nil {
+		return
+	}
 	if p.opt.Type == F16 {
 		clear(p.v16[b*p.blockV : (b+1)*p.blockV])
 		return
@@ -470,6 +613,9 @@ func (p *Pool) zeroValues(b int) {
 // zeroTail clears the values of positions [from, block_tokens) of block b
 // in every layer.
 func (p *Pool) zeroTail(b, from int) {
+	if p.tier != nil {
+		return
+	}
 	if p.opt.Type == F16 {
 		zeroTail(p, p.v16, b, from)
 		return
@@ -487,8 +633,20 @@ func zeroTail[T uint16 | float32](p *Pool, v []T, b, from int) {
 }
 
 // copyBlock copies positions [0, n) of block src into dst, whose other
-// positions' values become zeros.
+// positions' values become zeros. In a tiered pool it copies the exact
+// form, or dequantizes src's best form where src has lost its exact one.
 func (p *Pool) copyBlock(dst, src, n int) {
+	if t := p.tier; t != nil {
+		d := t.half.slice(p.meta[dst].half)
+		if s := p.meta[src].half; s >= 0 {
+			copy(d, t.half.slice(s))
+			p.meta[dst].lossy = p.meta[src].lossy
+		} else {
+			p.dequantizeInto(d, src)
+			p.meta[dst].lossy = true
+		}
+		return
+	}
 	if p.opt.Type == F16 {
 		copy(p.k16[dst*p.blockK:(dst+1)*p.blockK], p.k16[src*p.blockK:(src+1)*p.blockK])
 		copy(p.v16[dst*p.blockV:(dst+1)*p.blockV], p.v16[src*p.blockV:(src+1)*p.blockV])

@@ -202,16 +202,23 @@ func checkPool(p *Pool, tables []*BlockTable) error {
 	}
 	st := p.Stats()
 	bb := p.BlockBytes()
-	if st.UsedBytes != int64(used)*bb || st.CachedBytes != int64(cached)*bb || st.FreeBytes != int64(free)*bb ||
+	if p.tier == nil && (st.UsedBytes != int64(used)*bb || st.CachedBytes != int64(cached)*bb || st.FreeBytes != int64(free)*bb) ||
 		st.UsedBytes+st.CachedBytes+st.FreeBytes != st.TotalBytes || used+cached+free != p.n {
 		return fmt.Errorf("stats %+v do not add up", st)
+	}
+	if p.tier != nil {
+		if err := checkTiers(p, tables); err != nil {
+			return err
+		}
 	}
 	for ti, tab := range tables {
 		if want := (tab.Len() + p.bt - 1) / p.bt; len(tab.Blocks()) != want {
 			return fmt.Errorf("table %d holds %d tokens in %d blocks, want %d", ti, tab.Len(), len(tab.Blocks()), want)
 		}
-		if err := checkData(tab); err != nil {
-			return fmt.Errorf("table %d: %v", ti, err)
+		if p.tier == nil {
+			if err := checkData(tab); err != nil {
+				return fmt.Errorf("table %d: %v", ti, err)
+			}
 		}
 		// The committed blocks are registered and reachable as a chain.
 		parentHash, parentID := tab.namespace, tab.namespace
@@ -224,7 +231,7 @@ func checkPool(p *Pool, tables []*BlockTable) error {
 			}
 			parentHash, parentID = h, p.meta[tab.Blocks()[i]].id
 		}
-		if off := tab.Len() % p.bt; off != 0 && !tab.staleTail {
+		if off := tab.Len() % p.bt; off != 0 && !tab.staleTail && p.tier == nil {
 			if b := tab.Blocks()[len(tab.Blocks())-1]; p.writable(b) && !valuesZeroFrom(p, b, off) {
 				return fmt.Errorf("table %d: its own block %d has values that are not zero past position %d", ti, b, tab.Len())
 			}

@@ -103,11 +103,23 @@ func (t *BlockTable) Commit() {
 		tokens := t.tokens[i*p.bt : (i+1)*p.bt]
 		h := p.hash(parentHash, tokens)
 		b := t.blocks[i]
+		if p.tier != nil && !p.meta[b].sealed {
+			// Committed without Store completing it (a caller that wrote
+			// no keys): make its quantized forms from what it holds.
+			for l := range p.opt.Layers {
+				p.quantizeLayer(b, l)
+			}
+			p.seal(b)
+		}
 		switch e := p.lookup(h, parentID, i == 0, tokens); {
 		case e == b:
 			// A fork of this table committed it already.
 		case e >= 0:
 			p.incRef(e)
+			t.replaceNeeds(i, b, e)
+			if p.tier != nil {
+				p.adoptForms(e, b)
+			}
 			p.decRef(b)
 			t.blocks[i] = e
 			p.dedups++
@@ -123,6 +135,7 @@ func (t *BlockTable) Commit() {
 		}
 	}
 	t.committed = max(t.committed, full)
+	t.setWindow(len(t.tokens))
 }
 
 // Match empties t (as Release) and shares into it the longest chain of
@@ -140,11 +153,12 @@ func (t *BlockTable) Match(tokens []int32) int {
 	p := t.pool
 	t.chain(tokens, func(b int) {
 		p.incRef(b)
-		t.blocks = append(t.blocks, b)
+		t.pushBlock(b)
 	})
 	n := len(t.blocks) * p.bt
 	t.tokens = append(t.tokens, tokens[:n]...)
 	t.committed = len(t.blocks)
+	t.setWindow(n)
 	p.hits += uint64(n)
 	p.misses += uint64(len(tokens) - n)
 	return n
@@ -164,12 +178,13 @@ func (t *BlockTable) Reuse(tokens []int32, limit int) int {
 	for own < min(len(t.tokens), limit) && t.tokens[own] == tokens[own] {
 		own++
 	}
-	if t.probe(tokens) > own {
+	own = t.exactCut(own, t.blocks)
+	if t.reusable(tokens, limit) > own {
 		n := t.Match(tokens)
 		if n > limit {
+			n = t.exactCut(limit, t.blocks)
 			// Truncate cannot fail below Len.
-			_ = t.Truncate(limit)
-			n = limit
+			_ = t.Truncate(n)
 		}
 		return n
 	}
@@ -180,12 +195,37 @@ func (t *BlockTable) Reuse(tokens []int32, limit int) int {
 	return own
 }
 
-// probe is the number of tokens Match would find in the index, changing
-// nothing.
-func (t *BlockTable) probe(tokens []int32) int {
-	n := 0
-	t.chain(tokens, func(int) { n += t.pool.bt })
-	return n
+// reusable is the tokens Reuse would keep of the index's chain for tokens,
+// at most limit, changing nothing.
+func (t *BlockTable) reusable(tokens []int32, limit int) int {
+	p := t.pool
+	n, cut := 0, -1
+	t.chain(tokens, func(b int) {
+		if n <= limit && limit < n+p.bt {
+			cut = b
+		}
+		n += p.bt
+	})
+	if n <= limit {
+		return n
+	}
+	if p.tier != nil && limit%p.bt != 0 && p.meta[cut].half < 0 {
+		return limit / p.bt * p.bt
+	}
+	return limit
+}
+
+// exactCut is n (within the positions of blocks), or in a tiered pool,
+// when n falls inside a block that has lost its exact form, the start of
+// that block: the table would write after n into a copy rebuilt from a
+// quantized form, and recomputing the block's first tokens instead keeps
+// every form exact.
+func (t *BlockTable) exactCut(n int, blocks []int) int {
+	p := t.pool
+	if p.tier == nil || n%p.bt == 0 || p.meta[blocks[n/p.bt]].half >= 0 {
+		return n
+	}
+	return n / p.bt * p.bt
 }
 
 // chain calls visit with each block of the longest chain of cached full

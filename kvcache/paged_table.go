@@ -29,6 +29,10 @@ type BlockTable struct {
 	// with other tokens' values past Len; the next Append that writes the
 	// block in place zeroes them first.
 	staleTail bool
+	// In a tiered pool, the table counts a need of the exact forms of its
+	// blocks from index hotFrom on, and of the warm forms from warmFrom
+	// on: the blocks its next row reads in those forms (setWindow).
+	hotFrom, warmFrom int
 }
 
 // NewTable creates an empty table for up to maxLen tokens. Its slices are
@@ -83,8 +87,21 @@ func (t *BlockTable) Blocks() []int { return t.blocks }
 func (t *BlockTable) Committed() int { return t.committed * t.pool.bt }
 
 // Bytes is the memory of the blocks the table holds; a block it shares
-// counts in full for each holder (the pool's Stats counts it once).
-func (t *BlockTable) Bytes() int64 { return int64(len(t.blocks)) * t.pool.BlockBytes() }
+// counts in full for each holder (the pool's Stats counts it once). In a
+// tiered pool it counts each block's static form and the exact and warm
+// forms the table's rows read (or the block being filled holds), not the
+// ones kept as cache.
+func (t *BlockTable) Bytes() int64 {
+	p := t.pool
+	if p.tier == nil {
+		return int64(len(t.blocks)) * p.BlockBytes()
+	}
+	var n int64
+	for _, b := range t.blocks {
+		n += p.tierBytes(b)
+	}
+	return n
+}
 
 // Locate is the block and offset in it of position pos (< Len).
 func (t *BlockTable) Locate(pos int) (block, offset int) {
@@ -114,6 +131,13 @@ func (t *BlockTable) Append(tokens []int32) (int, error) {
 	if pos%p.bt != 0 {
 		m := &p.meta[t.blocks[len(t.blocks)-1]]
 		switch {
+		case p.tier != nil:
+			// A tiered block that is shared, promised to the index or
+			// full (its quantized forms made) is copied before a write.
+			if m.ref > 1 || m.id != 0 || m.sealed {
+				copyLast = true
+				need++
+			}
 		case m.ref > 1:
 			copyLast = true
 			need++
@@ -138,6 +162,7 @@ func (t *BlockTable) Append(tokens []int32) (int, error) {
 		old := t.blocks[last]
 		b := p.alloc(false)
 		p.copyBlock(b, old, pos%p.bt)
+		t.replaceNeeds(last, old, b)
 		p.decRef(old)
 		t.blocks[last] = b
 		p.copies++
@@ -150,7 +175,7 @@ func (t *BlockTable) Append(tokens []int32) (int, error) {
 	}
 	t.staleTail = false
 	for len(t.blocks)*p.bt < pos+n {
-		t.blocks = append(t.blocks, p.alloc(true))
+		t.pushBlock(p.alloc(true))
 	}
 	t.tokens = append(t.tokens, tokens...)
 	return pos, nil
@@ -167,8 +192,11 @@ func (t *BlockTable) Need(n int) int {
 		return 0
 	}
 	need := (pos+n+p.bt-1)/p.bt - len(t.blocks)
-	if pos%p.bt != 0 && p.meta[t.blocks[len(t.blocks)-1]].ref > 1 {
-		need++
+	if pos%p.bt != 0 {
+		m := &p.meta[t.blocks[len(t.blocks)-1]]
+		if m.ref > 1 || p.tier != nil && (m.id != 0 || m.sealed) {
+			need++
+		}
 	}
 	return need
 }
@@ -183,11 +211,11 @@ func (t *BlockTable) Truncate(n int) error {
 	}
 	p := t.pool
 	keep := (n + p.bt - 1) / p.bt
-	for i := len(t.blocks) - 1; i >= keep; i-- {
-		p.decRef(t.blocks[i])
+	for len(t.blocks) > keep {
+		t.popBlock()
 	}
-	t.blocks = t.blocks[:keep]
 	t.tokens = t.tokens[:n]
+	t.setWindow(n)
 	t.committed = min(t.committed, n/p.bt)
 	t.staleTail = false
 	if off := n % p.bt; off != 0 {
@@ -233,14 +261,15 @@ func (t *BlockTable) Share(src *BlockTable) {
 		return
 	}
 	t.Release()
-	t.blocks = append(t.blocks, src.blocks...)
+	for _, b := range src.blocks {
+		t.pool.incRef(b)
+		t.pushBlock(b)
+	}
 	t.tokens = append(t.tokens, src.tokens...)
 	t.committed = src.committed
 	t.namespace = src.namespace
 	t.staleTail = src.staleTail
-	for _, b := range t.blocks {
-		t.pool.incRef(b)
-	}
+	t.setWindow(len(t.tokens))
 }
 
 // Store writes the keys k (n, kv_heads, head_dim) and values
@@ -261,7 +290,9 @@ func (t *BlockTable) Store(layer, pos int, k, v []float32) {
 			panic(fmt.Sprintf("kvcache: Store at position %d into block %d, which is shared or cached", pos, b))
 		}
 		m := min(n, p.bt-off)
-		if p.opt.Type == F16 {
+		if p.tier != nil {
+			p.storeTiered(b, layer, off, k[:m*p.kRow], v[:m*p.vRows])
+		} else if p.opt.Type == F16 {
 			storeKeys(p.KeysF16(b, layer), k[:m*p.kRow], p.opt.HeadDim, p.bt, off, kernels.FP32ToFP16Row)
 			storeValuesF16(p.ValuesF16(b, layer), v[:m*p.vRows], p.bt, off)
 		} else {
@@ -315,10 +346,14 @@ func storeValuesF16(dst []uint16, v []float32, bt, off int) {
 }
 
 // KeyAt reads element i of head h's key at pos, widened to float32; for
-// tests and debugging, not the hot path.
+// tests and debugging, not the hot path. In a tiered pool it reads the
+// block's most exact form.
 func (t *BlockTable) KeyAt(layer, pos, h, i int) float32 {
 	p := t.pool
 	b, off := t.Locate(pos)
+	if p.tier != nil {
+		return p.tierAt(b, layer, h, true, i, off)
+	}
 	j := (h*p.bt+off)*p.opt.HeadDim + i
 	if p.opt.Type == F16 {
 		return kernels.FP16ToFP32(p.KeysF16(b, layer)[j])
@@ -330,6 +365,9 @@ func (t *BlockTable) KeyAt(layer, pos, h, i int) float32 {
 func (t *BlockTable) ValueAt(layer, pos, h, i int) float32 {
 	p := t.pool
 	b, off := t.Locate(pos)
+	if p.tier != nil {
+		return p.tierAt(b, layer, h, false, off, i)
+	}
 	j := (h*p.opt.HeadDimV+i)*p.bt + off
 	if p.opt.Type == F16 {
 		return kernels.FP16ToFP32(p.ValuesF16(b, layer)[j])

@@ -13,7 +13,7 @@ import (
 // pool is resident from its creation, as llama.cpp's KV buffer is, and
 // attention walks it with fewer TLB misses. Both are hints: a kernel that
 // declines them leaves the pool as the Go heap made it.
-func prefault[T uint16 | float32](s []T) {
+func prefault[T byte | uint16 | float32](s []T) {
 	if len(s) == 0 {
 		return
 	}
