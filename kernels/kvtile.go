@@ -28,7 +28,8 @@ import (
 // bytes: byte i of a chunk holds element i in its low nibble and element
 // i+8 in its high one, so that eight consecutive elements widen with one
 // load, one shift and one mask; a row whose length is not a multiple of 16
-// ends with a partial chunk whose missing elements are 0.
+// ends with a shorter chunk of r elements in (r+1)/2 bytes, packed alike
+// (element i and element i+(r+1)/2), its last high nibble 0 when r is odd.
 
 // kvTileHeader is the bytes before a tile's codes: dScale and dMin.
 const kvTileHeader = 4
@@ -48,7 +49,7 @@ func kvRowBytes(bits, cols int) int {
 	if bits == 8 {
 		return cols
 	}
-	return (cols + 15) / 16 * 8
+	return cols/16*8 + (cols%16+1)/2
 }
 
 // kvTileData is the offset of a tile's rows: after the header and the
@@ -169,18 +170,22 @@ func QuantizeKVTile(dst []byte, src []uint16, srcStride, bits, rows, cols int, b
 				row[c] = byte(u)
 				continue
 			}
-			at, shift := kvNibble(c)
+			at, shift := kvNibble(c, cols)
 			row[at] |= byte(u) << shift
 		}
 	}
 }
 
-// kvNibble is where element c of a 4-bit row lies: its byte and the shift
-// of its nibble.
-func kvNibble(c int) (at int, shift uint) {
+// kvNibble is where element c of a 4-bit row of cols elements lies: its
+// byte and the shift of its nibble.
+func kvNibble(c, cols int) (at int, shift uint) {
 	chunk, i := c/16, c%16
-	if i >= 8 {
-		return chunk*8 + i - 8, 4
+	half := 8
+	if r := cols - chunk*16; r < 16 {
+		half = (r + 1) / 2
+	}
+	if i >= half {
+		return chunk*8 + i - half, 4
 	}
 	return chunk*8 + i, 0
 }
@@ -234,7 +239,7 @@ func DequantizeKVTile(dst []uint16, dstStride int, tile []byte, bits, rows, cols
 			if byRow {
 				g = r
 			}
-			dst[r*dstStride+c] = FP32ToFP16(m[g] + s[g]*kvElem(data[r*rb:], bits, c))
+			dst[r*dstStride+c] = FP32ToFP16(m[g] + s[g]*kvElem(data[r*rb:], bits, c, cols))
 		}
 	}
 }
@@ -252,15 +257,16 @@ func KVTileAt(tile []byte, bits, rows, cols int, byRow bool, r, c int) float32 {
 	s := dScale * float32(tile[kvTileHeader+g])
 	m := dMin * float32(int8(tile[kvTileHeader+groups+g]))
 	row := tile[kvTileData(rows, cols, byRow)+r*kvRowBytes(bits, cols):]
-	return m + s*kvElem(row, bits, c)
+	return m + s*kvElem(row, bits, c, cols)
 }
 
-// kvElem is element c of a row as an integer-valued float.
-func kvElem(row []byte, bits, c int) float32 {
+// kvElem is element c of a row of cols elements as an integer-valued
+// float.
+func kvElem(row []byte, bits, c, cols int) float32 {
 	if bits == 8 {
 		return float32(row[c])
 	}
-	at, shift := kvNibble(c)
+	at, shift := kvNibble(c, cols)
 	return float32(row[at] >> shift & 0xf)
 }
 
@@ -379,7 +385,7 @@ func kvAccumRowsGeneric(bits int, data []byte, rowBytes, rows, cols int, coef []
 		for c := range o {
 			acc := o[c]
 			for r, x := range cj {
-				acc = fmaf(x, kvElem(data[r*rowBytes:], bits, c), acc)
+				acc = fmaf(x, kvElem(data[r*rowBytes:], bits, c, cols), acc)
 			}
 			o[c] = acc
 		}
