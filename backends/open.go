@@ -28,6 +28,16 @@ type Options struct {
 	// the model's context length (one sequence of full length, or several
 	// sharing it, as llama.cpp's n_ctx).
 	KVTokens int
+	// KVHotTokens and KVWarmTokens shape a Tiered KV pool: the most recent
+	// positions before a token's own block that it attends to at F16, and
+	// those before them at 8 bits (both rounded up to whole blocks); older
+	// positions are read at 4 bits. The zero values keep only the block
+	// being filled at F16 and no 8-bit tier.
+	KVHotTokens, KVWarmTokens int
+	// KVSequences is how many sequences are expected to fill KV blocks at
+	// once (the engine's Parallel); it sizes the F16 and 8-bit parts of a
+	// quantized pool. 0 means 1.
+	KVSequences int
 }
 
 // Opener makes a backend for a loaded model. The backend uses the model's
@@ -86,9 +96,9 @@ func Open(name string, m *models.Model, o Options) (Backend, error) {
 	if m == nil || m.Config == nil {
 		return nil, fmt.Errorf("backends: %s: the model was loaded without a runnable architecture", name)
 	}
-	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 {
-		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative",
-			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens)
+	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 || o.KVHotTokens < 0 || o.KVWarmTokens < 0 || o.KVSequences < 0 {
+		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d, KV tokens %d, hot %d, warm %d and sequences %d must not be negative",
+			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens, o.KVHotTokens, o.KVWarmTokens, o.KVSequences)
 	}
 	return open(m, o)
 }

@@ -464,17 +464,24 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) Available() int { return p.available() }
 
 // available is the number of blocks alloc can hand out: free ones and
-// cached ones it may evict; in a tiered pool, no more than it has exact
-// slots for, as every block is written in its exact form.
-func (p *Pool) available() int {
-	n := p.freeN + p.cachedN
-	if p.tier != nil {
-		n = min(n, p.halfAvailable())
+// cached ones it may evict.
+func (p *Pool) available() int { return p.freeN + p.cachedN }
+
+// HalfAvailable is, in a tiered pool, how many blocks can be written at
+// once: every block is written in its exact (F16) form, and the exact slots
+// not pinned by blocks being filled are all it has (a pass that fills
+// blocks unpins them). It is Available in an F16 or F32 pool.
+func (p *Pool) HalfAvailable() int {
+	if p.tier == nil {
+		return p.available()
 	}
-	return n
+	return p.halfAvailable()
 }
 
 func (p *Pool) fullError(need int) error {
+	if p.tier != nil && need > p.halfAvailable() {
+		return fmt.Errorf("%w: %d blocks to write, %d of %d exact slots free or evictable", ErrPoolFull, need, p.halfAvailable(), p.tier.half.slots)
+	}
 	return fmt.Errorf("%w: %d blocks needed, %d free and %d cached (evictable) of %d, %d in use",
 		ErrPoolFull, need, p.freeN, p.cachedN, p.n, p.used)
 }

@@ -222,12 +222,12 @@ func appendChecked(t *testing.T, p *Pool, tab *BlockTable, tokens []int32) error
 	switch {
 	case n+len(tokens) > tab.MaxLen():
 		wantErr = ErrTableFull
-	case need > p.available():
+	case need > p.available() || need > p.HalfAvailable():
 		wantErr = ErrPoolFull
 	}
 	pos, err := tab.Append(tokens)
 	if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
-		t.Fatalf("Append of %d after %d (needing %d of %d blocks) = %v, want %v", len(tokens), n, need, p.available(), err, wantErr)
+		t.Fatalf("Append of %d after %d (needing %d of %d blocks, %d exact) = %v, want %v", len(tokens), n, need, p.available(), p.HalfAvailable(), err, wantErr)
 	}
 	if err != nil {
 		if tab.Len() != n || !slices.Equal(tab.Blocks(), blocks) {

@@ -153,7 +153,7 @@ func (t *BlockTable) Append(tokens []int32) (int, error) {
 			}
 		}
 	}
-	if need > p.available() {
+	if need > p.available() || p.tier != nil && need > p.halfAvailable() {
 		return pos, p.fullError(need)
 	}
 	last := len(t.blocks) - 1

@@ -35,6 +35,12 @@ type attnScratch struct {
 	w16    []uint16  // (max_len rounded up to attnPad): weights as F16
 	q16    []uint16  // (head_dim): the query as F16
 	offs   []int     // (max_len / block_tokens): where a value row's pieces start
+	// For tiered pools (made with the first tiered sequence): the scores
+	// of a kv head's query heads, (heads per kv head, max_len rounded up
+	// to a block); their queries, scaled; and the KV tiles' scratch.
+	group  []float32
+	qs     []float32
+	tileKV []float32
 }
 
 // attnJob computes attention of layer for the rows of a pass, a span of
@@ -55,15 +61,24 @@ type attnJob struct {
 // of tasks: about 8 a worker, so that a late or slower worker holds up
 // little, but no more, for each task costs an atomic add that the workers'
 // cores pass back and forth (with a task per head, 96 a layer for 8 rows).
+//
+// When a pass holds a row of a tiered pool, a task spans whole groups of
+// the query heads that share a kv head: the tiered kernels read each block
+// once for all of them.
 func (j *attnJob) tasks(n int) int {
 	heads := j.b.cfg.Heads
 	j.span = min(heads, max(1, n*heads/(8*j.b.pool.Size())))
+	if j.b.tieredPass {
+		g := heads / j.b.cfg.KVHeads
+		j.span = max(g, j.span/g*g)
+	}
 	return n * ((heads + j.span - 1) / j.span)
 }
 
 // growAttention sizes the attention scratch of every worker for sequences
-// of up to maxLen tokens. NewSequence calls it, so Forward never allocates.
-func (b *Backend) growAttention(maxLen int) {
+// of up to maxLen tokens, with the tiered kernels' scratch when tiered is
+// set. NewSequence calls it, so Forward never allocates.
+func (b *Backend) growAttention(maxLen int, tiered bool) {
 	if len(b.buf.attn) == 0 {
 		b.buf.attn = make([]attnScratch, b.pool.Size())
 	}
@@ -78,6 +93,16 @@ func (b *Backend) growAttention(maxLen int) {
 		if s.q16 == nil {
 			s.q16 = make([]uint16, b.cfg.HeadDim)
 		}
+		if tiered {
+			g := b.cfg.Heads / b.cfg.KVHeads
+			if len(s.group) < g*padded {
+				s.group = make([]float32, g*padded)
+			}
+			if s.qs == nil {
+				s.qs = make([]float32, g*b.cfg.HeadDim)
+				s.tileKV = make([]float32, kernels.KVScratchFloats(g, b.cfg.HeadDim))
+			}
+		}
 	}
 }
 
@@ -90,8 +115,72 @@ func (j *attnJob) Do(task, worker int) {
 	heads := j.b.cfg.Heads
 	perRow := (heads + j.span - 1) / j.span
 	r, h0 := task/perRow, task%perRow*j.span
-	for h := h0; h < min(h0+j.span, heads); h++ {
+	h1 := min(h0+j.span, heads)
+	if t := j.b.buf.segs[j.b.buf.rowSeg[r]].seq.Table; t.Pool().Tiered() {
+		g := heads / j.b.cfg.KVHeads
+		for h := h0; h < h1; h += g {
+			j.tieredGroup(r, h/g, worker)
+		}
+		return
+	}
+	for h := h0; h < h1; h++ {
 		j.head(r, h, worker)
+	}
+}
+
+// tieredGroup computes the query heads of kv head g of row r over a tiered
+// pool: every block in the form the row's position reads it (ReadForm),
+// its keys against all the group's queries at once, then its values
+// weighted by all their probabilities. Unlike head, whose arithmetic is
+// llama.cpp's, the query and the weights stay float32: there is no
+// llama.cpp result to match.
+func (j *attnJob) tieredGroup(r, g, worker int) {
+	b, l := j.b, j.layer
+	bf, cfg := &b.buf, b.cfg
+	heads, hd := cfg.Heads, cfg.HeadDim
+	gh := heads / cfg.KVHeads // query heads of a kv head
+	h0 := g * gh
+	sg := &bf.segs[bf.rowSeg[r]]
+	pos := sg.pos0 + r - sg.row0
+	n := pos + 1
+	t := sg.seq.Table
+	p, blocks := t.Pool(), t.Blocks()
+	bt := p.BlockTokens()
+	nb := (n + bt - 1) / bt
+	stride := nb * bt // of one head's scores
+	s := &bf.attn[worker]
+	scores := s.group[:gh*stride]
+	qs := s.qs[:gh*hd]
+	copy(qs, bf.q[(r*heads+h0)*hd:(r*heads+h0+gh)*hd])
+	kernels.Scale(b.attnScale, qs)
+	for i, blk := range blocks[:nb] {
+		sc := scores[i*bt:]
+		switch f := p.ReadForm(blk, i, pos); f {
+		case kvcache.FormF16:
+			for h := range gh {
+				clear(sc[h*stride : h*stride+bt])
+			}
+			keys := p.HalfKeys(blk, l)[g*hd*bt : (g+1)*hd*bt]
+			kernels.KVAccumRowsHalves(keys, bt, hd, bt, qs, hd, gh, sc, stride)
+		default:
+			kernels.KVKeyScores(p.QuantKeys(blk, l, g, f), f.Bits(), hd, bt, qs, hd, gh, sc, stride, s.tileKV)
+		}
+	}
+	for h := range gh {
+		kernels.Softmax(scores[h*stride : h*stride+n])
+	}
+	out := bf.att[(r*heads+h0)*hd : (r*heads+h0+gh)*hd]
+	clear(out)
+	for i, blk := range blocks[:nb] {
+		w := scores[i*bt:]
+		switch f := p.ReadForm(blk, i, pos); f {
+		case kvcache.FormF16:
+			vals := p.HalfValues(blk, l)[g*bt*hd : (g+1)*bt*hd]
+			kernels.KVAccumRowsHalves(vals, hd, min(bt, n-i*bt), hd, w, stride, gh, out, hd)
+		default:
+			// A row reads its own block, the only partial one, exactly.
+			kernels.KVValueAccum(p.QuantValues(blk, l, g, f), f.Bits(), bt, hd, w, stride, gh, out, hd, s.tileKV)
+		}
 	}
 }
 

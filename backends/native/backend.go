@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
@@ -35,12 +36,18 @@ type Backend struct {
 	layerRotary []int
 	longRotary  int
 	// kv are the KV pools by precision, made by the first sequence of
-	// each; kvBytes and kvTokens size them.
-	kv       [2]*kvcache.Pool
-	kvBytes  int64
-	kvTokens int
-	call     uint64 // number of the current Forward, to find repeated sequences
-	closed   bool
+	// each; kvBytes and kvTokens size them, kvHot, kvWarm and kvSeqs shape
+	// the tiered ones.
+	kv                    [kvPrecisions]*kvcache.Pool
+	kvBytes               int64
+	kvTokens              int
+	kvHot, kvWarm, kvSeqs int
+	call                  uint64 // number of the current Forward, to find repeated sequences
+	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim), the root rounded first.
+	attnScale float32
+	// tieredPass is set while the pass holds a row of a tiered pool.
+	tieredPass bool
+	closed     bool
 	// byName finds the matrices an adapter may update; made by the first
 	// SetAdapter.
 	byName map[string]*matrix
@@ -67,9 +74,9 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	if cfg.ContextLength <= 0 {
 		return nil, fmt.Errorf("native: context length %d must be positive", cfg.ContextLength)
 	}
-	if opt.Threads < 0 || opt.MaxBatch < 0 || opt.KVBytes < 0 || opt.KVTokens < 0 {
-		return nil, fmt.Errorf("native: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative",
-			opt.Threads, opt.MaxBatch, opt.KVBytes, opt.KVTokens)
+	if opt.Threads < 0 || opt.MaxBatch < 0 || opt.KVBytes < 0 || opt.KVTokens < 0 || opt.KVHotTokens < 0 || opt.KVWarmTokens < 0 || opt.KVSequences < 0 {
+		return nil, fmt.Errorf("native: threads %d, max batch %d, KV bytes %d, KV tokens %d, hot %d, warm %d and sequences %d must not be negative",
+			opt.Threads, opt.MaxBatch, opt.KVBytes, opt.KVTokens, opt.KVHotTokens, opt.KVWarmTokens, opt.KVSequences)
 	}
 	block, ok := blocks[cfg.Arch]
 	if !ok || cfg.Architecture() == nil {
@@ -86,12 +93,16 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 		maxBatch: opt.MaxBatch,
 		kvBytes:  opt.KVBytes,
 		kvTokens: opt.KVTokens,
+		kvHot:    opt.KVHotTokens,
+		kvWarm:   opt.KVWarmTokens,
+		kvSeqs:   opt.KVSequences,
 	}
 	if err := b.setRotary(); err != nil {
 		return nil, err
 	}
 	b.attnJob.b = b
 	b.gluJob.b = b
+	b.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
 	if b.maxBatch == 0 {
 		b.maxBatch = backends.DefaultBatch
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
-	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 )
 
@@ -79,7 +78,9 @@ func (b *Backend) check(steps []backends.Step) error {
 	}
 	b.call++
 	vocab, dim := b.cfg.VocabSize, b.cfg.Dim
-	var need [2]int // blocks the steps take from the F16 pool [0] and the F32 one
+	var need [kvPrecisions]int   // blocks the steps take from each pool
+	var nsteps [kvPrecisions]int // steps of each pool
+	var tokens [kvPrecisions]int // tokens of each pool
 	for i := range steps {
 		st := &steps[i]
 		s, ok := st.Seq.(*sequence)
@@ -99,11 +100,10 @@ func (b *Backend) check(steps []backends.Step) error {
 			return fmt.Errorf("native: step %d: unknown outputs %d", i, st.Outputs)
 		}
 		s.call = b.call
-		pi := kvcache.F16
-		if s.Table.Pool() == b.kv[kvcache.F32] {
-			pi = kvcache.F32
-		}
-		need[pi] += s.Table.Need(len(st.Tokens))
+		pt := s.Table.Pool().Type()
+		need[pt] += s.Table.Need(len(st.Tokens))
+		nsteps[pt]++
+		tokens[pt] += len(st.Tokens)
 		for _, t := range st.Tokens {
 			if t < 0 || int(t) >= vocab {
 				return fmt.Errorf("native: step %d: token %d is outside the vocabulary of %d", i, t, vocab)
@@ -122,6 +122,17 @@ func (b *Backend) check(steps []backends.Step) error {
 			return fmt.Errorf("native: the steps need %d KV blocks, %d are free or evictable of %d: %w",
 				need[i], p.Available(), p.Blocks(), backends.ErrNoRoom)
 		}
+		// A tiered pool writes each block exactly, in slots of their own;
+		// a pass fills (and so frees) the slots of the blocks before its
+		// last, so what one pass takes at most is what must be free.
+		if p != nil && p.Tiered() {
+			bt := p.BlockTokens()
+			pass := min(need[i], (min(tokens[i], b.maxBatch)+bt-1)/bt+2*nsteps[i])
+			if pass > p.HalfAvailable() {
+				return fmt.Errorf("native: the steps write %d KV blocks at once, %d exact slots are free: %w",
+					pass, p.HalfAvailable(), backends.ErrNoRoom)
+			}
+		}
 	}
 	return nil
 }
@@ -134,7 +145,9 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 	tokEmbd := b.w.global.mat(models.TokenEmbd)
 	embed, _ := kernels.TraitsOf(tokEmbd.typ)
 	bf.runs = bf.runs[:0]
+	b.tieredPass = false
 	for i, sg := range bf.segs {
+		b.tieredPass = b.tieredPass || sg.seq.Table.Pool().Tiered()
 		if _, err := sg.seq.Table.Append(steps[sg.step].Tokens[sg.tok0 : sg.tok0+sg.n]); err != nil {
 			panic(err) // check made room for every token
 		}

@@ -55,7 +55,7 @@ func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence,
 	if err != nil {
 		return nil, fmt.Errorf("native: %w (raise the KV memory)", err)
 	}
-	b.growAttention(n)
+	b.growAttention(n, p.Tiered())
 	long := b.longRotary > 0 && n > b.cfg.RopeOrigCtx
 	var variant uint64
 	if long {
@@ -64,9 +64,12 @@ func (b *Backend) NewSequence(opts backends.SequenceOptions) (backends.Sequence,
 	return &sequence{owner: b, TableSequence: backends.NewTableSequence(t, variant), long: long}, nil
 }
 
+// kvPrecisions is the number of KV precisions, the pools a backend may make.
+const kvPrecisions = int(kvcache.Tiered) + 1
+
 // kvPool is the backend's pool of precision kv, made at its first use.
 func (b *Backend) kvPool(kv kvcache.Precision) (*kvcache.Pool, error) {
-	if kv != kvcache.F16 && kv != kvcache.F32 {
+	if kv < 0 || int(kv) >= kvPrecisions {
 		return nil, fmt.Errorf("native: unknown KV precision %d", int(kv))
 	}
 	if p := b.kv[kv]; p != nil {
@@ -79,6 +82,17 @@ func (b *Backend) kvPool(kv kvcache.Precision) (*kvcache.Pool, error) {
 		BlockTokens: kvBlockTokens,
 		Type:        kv,
 		Bytes:       b.kvBytes,
+		Sequences:   b.kvSeqs,
+	}
+	if kv == kvcache.Tiered {
+		o.HotTokens, o.WarmTokens = b.kvHot, b.kvWarm
+	}
+	if kv.Quantized() {
+		// A pass writes every block of its tokens exactly: one pass's
+		// worth (a block more for each sequence's start and end in a
+		// block), and each sequence's hot blocks.
+		seqs := max(b.kvSeqs, 1)
+		o.HotSlots = (b.maxBatch+kvBlockTokens-1)/kvBlockTokens + 2*seqs + seqs*((b.kvHot+kvBlockTokens-1)/kvBlockTokens+1)
 	}
 	if o.Bytes == 0 {
 		tokens := b.kvTokens
@@ -105,6 +119,10 @@ func (b *Backend) KVStats() kvcache.Stats {
 		}
 		ps := p.Stats()
 		s.BlockTokens, s.BlockBytes = ps.BlockTokens, max(s.BlockBytes, ps.BlockBytes)
+		s.F32Blocks += ps.F32Blocks
+		s.F16Blocks += ps.F16Blocks
+		s.Q8Blocks += ps.Q8Blocks
+		s.Q4Blocks += ps.Q4Blocks
 		s.Blocks += ps.Blocks
 		s.UsedBlocks += ps.UsedBlocks
 		s.SharedBlocks += ps.SharedBlocks

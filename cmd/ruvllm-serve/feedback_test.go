@@ -15,6 +15,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -178,7 +179,7 @@ func pplWith(t *testing.T, model, file, adapterPath string) float64 {
 		t.Fatal(err)
 	}
 	toks := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
-	r, err := perplexity(context.Background(), b, a, toks, 128, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, nil)
+	r, err := perplexity(context.Background(), b, a, kvcache.F16, toks, 128, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

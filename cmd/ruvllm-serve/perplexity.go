@@ -9,6 +9,7 @@ import (
 	"os/signal"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -18,14 +19,18 @@ func init() {
 }
 
 func runPerplexity(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("perplexity", "--model PATH --file TEXT.txt [--ctx N] [--lora A.gguf] [--threads T]")
+	fs := newFlags("perplexity", "--model PATH --file TEXT.txt [--ctx N] [--lora A.gguf] [--kv f16|q8|q4|tiered] [--threads T]")
 	src := addModelFlags(fs)
 	file := fs.String("file", "", "text file to score")
 	nCtx := fs.Int("ctx", 512, "window size in tokens")
 	fs.IntVar(nCtx, "c", 512, "same as --ctx")
 	bf := addBackendFlags(fs, true)
 	adapterPath := fs.String("lora", "", "score with this LoRA adapter (a GGUF file or a PEFT directory)")
+	kf := addKVFlags(fs)
 	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	if err := kf.check(); err != nil {
 		return err
 	}
 	if *file == "" {
@@ -37,7 +42,9 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, b, err := openModel(ctx, src, bf, backends.Options{})
+	o := backends.Options{}
+	kf.apply(&o)
+	m, b, err := openModel(ctx, src, bf, o)
 	if err != nil {
 		return err
 	}
@@ -50,33 +57,38 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
-	res, err := perplexity(ctx, b, adapter, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {
+	res, err := perplexity(ctx, b, adapter, kf.precision, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {
 		fmt.Fprintf(stdout, "[%d]%.4f,", chunk+1, ppl)
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n%d chunks of %d tokens, %d tokens scored\nppl = %.4f\n", res.chunks, *nCtx, res.scored, math.Exp(res.nll/float64(res.scored)))
+	fmt.Fprintf(stdout, "\n%d chunks of %d tokens, %d tokens scored\n", res.chunks, *nCtx, res.scored)
+	fmt.Fprintf(stdout, "kv_bytes_per_token = %d\n", res.kvBytesPerToken)
+	fmt.Fprintf(stdout, "ppl = %.4f\n", math.Exp(res.nll/float64(res.scored)))
 	return nil
 }
 
 type pplResult struct {
 	chunks, scored int
 	nll            float64
+	// kvBytesPerToken is the KV memory the last window's sequence held,
+	// as its pool counts it, over its tokens.
+	kvBytesPerToken int64
 }
 
 // perplexity follows llama-perplexity: the tokens are cut into windows of
 // nCtx, each window starts with BOS (replacing its first token) when the
 // vocab adds one, and only the second half of each window is scored, so every
 // scored token has at least nCtx/2 tokens of context.
-func perplexity(ctx context.Context, b backends.Backend, adapter *lora.Adapter, tokens []tokenizer.ID, nCtx int, bos tokenizer.ID, addBOS bool, progress func(int, float64)) (pplResult, error) {
+func perplexity(ctx context.Context, b backends.Backend, adapter *lora.Adapter, kv kvcache.Precision, tokens []tokenizer.ID, nCtx int, bos tokenizer.ID, addBOS bool, progress func(int, float64)) (pplResult, error) {
 	var r pplResult
 	chunks := len(tokens) / nCtx
 	if chunks == 0 {
 		return r, fmt.Errorf("the text has %d tokens, fewer than one window of --ctx %d", len(tokens), nCtx)
 	}
 	vocab := b.Model().VocabSize
-	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: nCtx})
+	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: nCtx, KV: kv})
 	if err != nil {
 		return r, err
 	}
@@ -114,6 +126,7 @@ func perplexity(ctx context.Context, b backends.Backend, adapter *lora.Adapter, 
 			r.scored++
 		}
 		r.chunks++
+		r.kvBytesPerToken = seq.CacheBytes() / int64(seq.Len())
 		if progress != nil {
 			progress(c, math.Exp(r.nll/float64(r.scored)))
 		}

@@ -1,0 +1,150 @@
+package native
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+)
+
+// tieredOptions exercise every form: one hot block, one warm block, the
+// rest at 4 bits.
+var tieredOptions = backends.Options{Threads: 2, KVTokens: 1024, KVHotTokens: 32, KVWarmTokens: 32}
+
+// randomPrompt is n tokens of the tiny model's vocabulary.
+func randomPrompt(seed uint64, n, vocab int) []tokenizer.ID {
+	r := rand.New(rand.NewPCG(seed, 1))
+	p := make([]tokenizer.ID, n)
+	for i := range p {
+		p[i] = tokenizer.ID(r.IntN(vocab))
+	}
+	return p
+}
+
+// lastLogits feeds prompt to a new sequence of precision kv in the given
+// chunks (the rest in one more) and returns the last token's logits.
+func lastLogits(t *testing.T, b *Backend, kv kvcache.Precision, prompt []tokenizer.ID, chunks ...int) []float32 {
+	t.Helper()
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kv})
+	defer s.Close()
+	logits := make([]float32, b.Model().VocabSize)
+	fed := 0
+	for _, c := range append(chunks, len(prompt)) {
+		c = min(c, len(prompt)-fed)
+		if c <= 0 {
+			continue
+		}
+		forward(t, b, backends.Step{Seq: s, Tokens: prompt[fed : fed+c], Logits: logits})
+		fed += c
+	}
+	return logits
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: logit %d is %g, want %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestTieredSplitIndependent checks what the tiers promise: a row reads each
+// block in a form its position alone decides, made from the exact form
+// when the block filled, so a prompt's logits are the same bits whether it
+// is prefilled in one pass or in chunks of two or more tokens that end
+// anywhere in a block (a chunk of one token is a matrix-vector product,
+// which sums in another order), on a backend whose passes hold 64 tokens
+// and whose few exact slots are taken back from old blocks between passes.
+func TestTieredSplitIndependent(t *testing.T) {
+	path := testmodel.Synth(t, "tiny", "Q8_0")
+	b, _, _ := openFile(t, path, tieredOptions)
+	o := tieredOptions
+	o.MaxBatch = 64
+	small, _, _ := openFile(t, path, o)
+	prompt := randomPrompt(1, 300, b.Model().VocabSize)
+	for _, kv := range []kvcache.Precision{kvcache.Q8, kvcache.Q4, kvcache.Tiered} {
+		t.Run(kv.String(), func(t *testing.T) {
+			want := lastLogits(t, b, kv, prompt)
+			for _, chunks := range [][]int{{2, 2, 100}, {31, 33, 64}, {150, 50, 7}} {
+				sameBits(t, fmt.Sprint("chunks ", chunks), lastLogits(t, small, kv, prompt, chunks...), want)
+			}
+		})
+	}
+}
+
+// TestTieredReuseEqualsRecompute: a prompt whose blocks another sequence
+// computed (kept as cache after it ended, with the exact forms of its last
+// blocks) gives the same bits as on a backend that computes it all.
+func TestTieredReuseEqualsRecompute(t *testing.T) {
+	path := testmodel.Synth(t, "tiny", "Q8_0")
+	b, _, _ := openFile(t, path, tieredOptions)
+	fresh, _, _ := openFile(t, path, tieredOptions)
+	vocab := b.Model().VocabSize
+	history := randomPrompt(2, 200, vocab)
+	prompt := append(append([]tokenizer.ID{}, history...), randomPrompt(3, 40, vocab)...)
+	for _, kv := range []kvcache.Precision{kvcache.Q4, kvcache.Tiered} {
+		t.Run(kv.String(), func(t *testing.T) {
+			first := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kv})
+			forward(t, b, backends.Step{Seq: first, Tokens: history})
+			first.Close()
+			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kv})
+			defer s.Close()
+			k := s.Reuse(prompt, len(prompt)-1)
+			if k != len(history)/kvBlockTokens*kvBlockTokens {
+				t.Fatalf("reused %d tokens, want the %d of the history's full blocks", k, len(history)/kvBlockTokens*kvBlockTokens)
+			}
+			got := make([]float32, vocab)
+			forward(t, b, backends.Step{Seq: s, Tokens: prompt[k:], Logits: got})
+			sameBits(t, "reused", got, lastLogits(t, fresh, kv, prompt, k))
+		})
+	}
+}
+
+// TestTieredAgainstExact compares tiered attention with the F32 cache: with
+// every block hot only the F16 rounding of keys and values differs; at 8
+// bits the logits stay close, at 4 bits they move more but stay near.
+func TestTieredAgainstExact(t *testing.T) {
+	path := testmodel.Synth(t, "tiny", "F32")
+	prompt := randomPrompt(4, 260, 1024)
+	ref, _, _ := openFile(t, path, backends.Options{Threads: 2, KVTokens: 1024})
+	want := lastLogits(t, ref, kvcache.F32, prompt)
+	for _, c := range []struct {
+		name string
+		kv   kvcache.Precision
+		hot  int
+		tol  float64
+	}{
+		{"tiered all hot", kvcache.Tiered, 1024, 2e-3},
+		{"q8", kvcache.Q8, 0, 2e-2},
+		{"q4", kvcache.Q4, 0, 0.15},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, _, _ := openFile(t, path, backends.Options{Threads: 2, KVTokens: 1024, KVHotTokens: c.hot})
+			got := lastLogits(t, b, c.kv, prompt)
+			t.Logf("largest difference %.2g of the largest logit", maxRelDiff(got, want))
+			closeRel(t, c.name, got, want, c.tol)
+		})
+	}
+}
+
+// TestTieredDecodeAllocatesNothing is the house rule on the tiered path,
+// across block boundaries (where blocks are quantized and forms move).
+func TestTieredDecodeAllocatesNothing(t *testing.T) {
+	b, _, _ := openFile(t, testmodel.Synth(t, "tiny", "Q8_0"), tieredOptions)
+	vocab := b.Model().VocabSize
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.Tiered})
+	q := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.Q4})
+	l1, l2 := make([]float32, vocab), make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: randomPrompt(5, 100, vocab), Logits: l1},
+		backends.Step{Seq: q, Tokens: randomPrompt(6, 90, vocab), Logits: l2})
+	steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: q, Tokens: []tokenizer.ID{2}, Logits: l2}}
+	if allocs := testing.AllocsPerRun(100, func() { forward(t, b, steps...) }); allocs != 0 {
+		t.Errorf("a tiered decode step allocates %.1f times", allocs)
+	}
+}
