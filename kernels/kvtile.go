@@ -377,33 +377,43 @@ func checkAccumRows(op string, dataLen, stride, rowLen, rows, cols, coefLen, coe
 	}
 }
 
-// kvAccumRowsGeneric is the pure-Go twin of KVAccumRows on checked shapes.
+// kvAccumRowsGeneric is the pure-Go twin of KVAccumRows on checked shapes:
+// each row widened once, then added to every head's outputs, so that each
+// output sums its rows in order with one rounding a step, as the assembly
+// does.
 func kvAccumRowsGeneric(bits int, data []byte, rowBytes, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
-	for j := range heads {
-		cj := coef[j*coefStride : j*coefStride+rows]
-		o := out[j*outStride : j*outStride+cols]
-		for c := range o {
-			acc := o[c]
-			for r, x := range cj {
-				acc = fmaf(x, kvElem(data[r*rowBytes:], bits, c, cols), acc)
-			}
-			o[c] = acc
+	var buf [maxKVGroups]float32
+	u := buf[:cols]
+	for r := range rows {
+		row := data[r*rowBytes:]
+		for c := range u {
+			u[c] = kvElem(row, bits, c, cols)
 		}
+		accumRow(u, r, coef, coefStride, heads, out, outStride)
 	}
 }
 
 // kvAccumRowsHalvesGeneric is the pure-Go twin of KVAccumRowsHalves on
 // checked shapes.
 func kvAccumRowsHalvesGeneric(data []uint16, rowStride, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
+	var buf [maxKVGroups]float32
+	u := buf[:cols]
+	for r := range rows {
+		for c, h := range data[r*rowStride : r*rowStride+cols] {
+			u[c] = FP16ToFP32(h)
+		}
+		accumRow(u, r, coef, coefStride, heads, out, outStride)
+	}
+}
+
+// accumRow adds coef_j[r]·u to every head j's outputs, one fused
+// multiply-add an element.
+func accumRow(u []float32, r int, coef []float32, coefStride, heads int, out []float32, outStride int) {
 	for j := range heads {
-		cj := coef[j*coefStride : j*coefStride+rows]
-		o := out[j*outStride : j*outStride+cols]
-		for c := range o {
-			acc := o[c]
-			for r, x := range cj {
-				acc = fmaf(x, FP16ToFP32(data[r*rowStride+c]), acc)
-			}
-			o[c] = acc
+		x := coef[j*coefStride+r]
+		o := out[j*outStride : j*outStride+len(u)]
+		for c, v := range u {
+			o[c] = fmaf(x, v, o[c])
 		}
 	}
 }

@@ -23,31 +23,72 @@ func kvRowsQ8x1AVX2(data *byte, rowBytes, rows, chunks int, c0, o0 *float32)
 //go:noescape
 func kvRowsF16x1AVX2(data *uint16, rowBytes, rows, chunks int, c0, o0 *float32)
 
+//go:noescape
+func kvTailQ4x4AVX2(data *byte, rowBytes, rows int, c0, c1, c2, c3, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func kvTailQ8x4AVX2(data *byte, rowBytes, rows int, c0, c1, c2, c3, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func kvTailF16x4AVX2(data *uint16, rowBytes, rows int, c0, c1, c2, c3, o0, o1, o2, o3 *float32)
+
+//go:noescape
+func kvTailQ4x1AVX2(data *byte, rowBytes, rows int, c0, o0 *float32)
+
+//go:noescape
+func kvTailQ8x1AVX2(data *byte, rowBytes, rows int, c0, o0 *float32)
+
+//go:noescape
+func kvTailF16x1AVX2(data *uint16, rowBytes, rows int, c0, o0 *float32)
+
 // kvAccumRows is KVAccumRows on checked shapes with rows and heads
-// positive: the assembly for whole 16-column chunks, the pure-Go twin for
-// the rest.
+// positive: the assembly for rows of a multiple of 8 elements (16-column
+// passes, then an 8-column tail), the pure-Go twin for the rest.
 func kvAccumRows(bits int, data []byte, rowBytes, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
-	if !quantAsm || cols%16 != 0 {
+	if !quantAsm || cols%8 != 0 {
 		kvAccumRowsGeneric(bits, data, rowBytes, rows, cols, coef, coefStride, heads, out, outStride)
 		return
 	}
-	chunks := cols / 16
+	chunks, tail := cols/16, cols%16 != 0
+	tailAt := chunks * 16 * bits / 8 // the tail's bytes in a row
 	j := 0
 	for ; j+4 <= heads; j += 4 {
 		c, o := &coef[j*coefStride], &out[j*outStride]
 		c1, c2, c3 := &coef[(j+1)*coefStride], &coef[(j+2)*coefStride], &coef[(j+3)*coefStride]
 		o1, o2, o3 := &out[(j+1)*outStride], &out[(j+2)*outStride], &out[(j+3)*outStride]
-		if bits == 4 {
-			kvRowsQ4x4AVX2(&data[0], rowBytes, rows, chunks, c, c1, c2, c3, o, o1, o2, o3)
-		} else {
-			kvRowsQ8x4AVX2(&data[0], rowBytes, rows, chunks, c, c1, c2, c3, o, o1, o2, o3)
+		if chunks > 0 {
+			if bits == 4 {
+				kvRowsQ4x4AVX2(&data[0], rowBytes, rows, chunks, c, c1, c2, c3, o, o1, o2, o3)
+			} else {
+				kvRowsQ8x4AVX2(&data[0], rowBytes, rows, chunks, c, c1, c2, c3, o, o1, o2, o3)
+			}
+		}
+		if tail {
+			t := chunks * 16
+			o, o1, o2, o3 = &out[j*outStride+t], &out[(j+1)*outStride+t], &out[(j+2)*outStride+t], &out[(j+3)*outStride+t]
+			if bits == 4 {
+				kvTailQ4x4AVX2(&data[tailAt], rowBytes, rows, c, c1, c2, c3, o, o1, o2, o3)
+			} else {
+				kvTailQ8x4AVX2(&data[tailAt], rowBytes, rows, c, c1, c2, c3, o, o1, o2, o3)
+			}
 		}
 	}
 	for ; j < heads; j++ {
-		if bits == 4 {
-			kvRowsQ4x1AVX2(&data[0], rowBytes, rows, chunks, &coef[j*coefStride], &out[j*outStride])
-		} else {
-			kvRowsQ8x1AVX2(&data[0], rowBytes, rows, chunks, &coef[j*coefStride], &out[j*outStride])
+		c, o := &coef[j*coefStride], &out[j*outStride]
+		if chunks > 0 {
+			if bits == 4 {
+				kvRowsQ4x1AVX2(&data[0], rowBytes, rows, chunks, c, o)
+			} else {
+				kvRowsQ8x1AVX2(&data[0], rowBytes, rows, chunks, c, o)
+			}
+		}
+		if tail {
+			o = &out[j*outStride+chunks*16]
+			if bits == 4 {
+				kvTailQ4x1AVX2(&data[tailAt], rowBytes, rows, c, o)
+			} else {
+				kvTailQ8x1AVX2(&data[tailAt], rowBytes, rows, c, o)
+			}
 		}
 	}
 }
@@ -55,18 +96,30 @@ func kvAccumRows(bits int, data []byte, rowBytes, rows, cols int, coef []float32
 // kvAccumRowsHalves is KVAccumRowsHalves on checked shapes with rows and
 // heads positive.
 func kvAccumRowsHalves(data []uint16, rowStride, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
-	if !quantAsm || cols%16 != 0 {
+	if !quantAsm || cols%8 != 0 {
 		kvAccumRowsHalvesGeneric(data, rowStride, rows, cols, coef, coefStride, heads, out, outStride)
 		return
 	}
-	chunks := cols / 16
+	chunks, tail := cols/16, cols%16 != 0
+	t := chunks * 16
 	j := 0
 	for ; j+4 <= heads; j += 4 {
-		kvRowsF16x4AVX2(&data[0], 2*rowStride, rows, chunks,
-			&coef[j*coefStride], &coef[(j+1)*coefStride], &coef[(j+2)*coefStride], &coef[(j+3)*coefStride],
-			&out[j*outStride], &out[(j+1)*outStride], &out[(j+2)*outStride], &out[(j+3)*outStride])
+		c0, c1, c2, c3 := &coef[j*coefStride], &coef[(j+1)*coefStride], &coef[(j+2)*coefStride], &coef[(j+3)*coefStride]
+		if chunks > 0 {
+			kvRowsF16x4AVX2(&data[0], 2*rowStride, rows, chunks, c0, c1, c2, c3,
+				&out[j*outStride], &out[(j+1)*outStride], &out[(j+2)*outStride], &out[(j+3)*outStride])
+		}
+		if tail {
+			kvTailF16x4AVX2(&data[t], 2*rowStride, rows, c0, c1, c2, c3,
+				&out[j*outStride+t], &out[(j+1)*outStride+t], &out[(j+2)*outStride+t], &out[(j+3)*outStride+t])
+		}
 	}
 	for ; j < heads; j++ {
-		kvRowsF16x1AVX2(&data[0], 2*rowStride, rows, chunks, &coef[j*coefStride], &out[j*outStride])
+		if chunks > 0 {
+			kvRowsF16x1AVX2(&data[0], 2*rowStride, rows, chunks, &coef[j*coefStride], &out[j*outStride])
+		}
+		if tail {
+			kvTailF16x1AVX2(&data[t], 2*rowStride, rows, &coef[j*coefStride], &out[j*outStride+t])
+		}
 	}
 }

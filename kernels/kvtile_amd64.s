@@ -131,6 +131,93 @@ LROW: \
 	VZEROUPPER; \
 	RET
 
+// The tail kernels add the last eight columns of rows whose length is 16k+8
+// (a head_dim of 8, 24, ...): one register a head. A 4-bit tail is four
+// bytes, element i in the low nibble of byte i and element i+4 in the high.
+
+// UNPACK8_Q4 widens the eight 4-bit elements at (DI) into Y8.
+#define UNPACK8_Q4 \
+	VMOVD       (DI), X8; \
+	VPMOVZXBD   X8, X8; \
+	VPSRLD      $4, X8, X9; \
+	VPAND       X15, X8, X8; \
+	VINSERTI128 $1, X9, Y8, Y8; \
+	VCVTDQ2PS   Y8, Y8
+
+// UNPACK8_Q8 widens the eight bytes at (DI) into Y8.
+#define UNPACK8_Q8 \
+	VPMOVZXBD (DI), Y8; \
+	VCVTDQ2PS Y8, Y8
+
+// UNPACK8_F16 widens the eight halves at (DI) into Y8.
+#define UNPACK8_F16 \
+	VCVTPH2PS (DI), Y8
+
+// HEAD8 adds coef[row]·Y8 to Ya.
+#define HEAD8(C, Ya) \
+	VBROADCASTSS (C)(CX*4), Y10; \
+	VFMADD231PS  Y10, Y8, Ya
+
+// TAIL4 is the body of a four-head tail kernel.
+#define TAIL4(UNPACK, LROW) \
+	MOVQ    data+0(FP), DI; \
+	MOVQ    rowBytes+8(FP), R11; \
+	MOVQ    rows+16(FP), R8; \
+	MOVQ    c0+24(FP), AX; \
+	MOVQ    c1+32(FP), BX; \
+	MOVQ    c2+40(FP), DX; \
+	MOVQ    c3+48(FP), R12; \
+	MOVQ    o0+56(FP), R13; \
+	VMOVUPS (R13), Y0; \
+	MOVQ    o1+64(FP), R13; \
+	VMOVUPS (R13), Y1; \
+	MOVQ    o2+72(FP), R13; \
+	VMOVUPS (R13), Y2; \
+	MOVQ    o3+80(FP), R13; \
+	VMOVUPS (R13), Y3; \
+	XORQ    CX, CX; \
+LROW: \
+	UNPACK; \
+	HEAD8(AX, Y0); \
+	HEAD8(BX, Y1); \
+	HEAD8(DX, Y2); \
+	HEAD8(R12, Y3); \
+	ADDQ    R11, DI; \
+	INCQ    CX; \
+	CMPQ    CX, R8; \
+	JLT     LROW; \
+	MOVQ    o0+56(FP), R13; \
+	VMOVUPS Y0, (R13); \
+	MOVQ    o1+64(FP), R13; \
+	VMOVUPS Y1, (R13); \
+	MOVQ    o2+72(FP), R13; \
+	VMOVUPS Y2, (R13); \
+	MOVQ    o3+80(FP), R13; \
+	VMOVUPS Y3, (R13); \
+	VZEROUPPER; \
+	RET
+
+// TAIL1 is the body of a one-head tail kernel.
+#define TAIL1(UNPACK, LROW) \
+	MOVQ    data+0(FP), DI; \
+	MOVQ    rowBytes+8(FP), R11; \
+	MOVQ    rows+16(FP), R8; \
+	MOVQ    c0+24(FP), AX; \
+	MOVQ    o0+32(FP), R13; \
+	VMOVUPS (R13), Y0; \
+	XORQ    CX, CX; \
+LROW: \
+	UNPACK; \
+	HEAD8(AX, Y0); \
+	ADDQ    R11, DI; \
+	INCQ    CX; \
+	CMPQ    CX, R8; \
+	JLT     LROW; \
+	VMOVUPS Y0, (R13); \
+	VZEROUPPER; \
+	RET
+
+
 DATA kvNibbleMask<>+0(SB)/4, $0x0f
 GLOBL kvNibbleMask<>(SB), RODATA|NOPTR, $4
 
@@ -159,3 +246,29 @@ TEXT ·kvRowsQ8x1AVX2(SB), NOSPLIT, $0-48
 // func kvRowsF16x1AVX2(data *uint16, rowBytes, rows, chunks int, c0, o0 *float32)
 TEXT ·kvRowsF16x1AVX2(SB), NOSPLIT, $0-48
 	KERNEL1(UNPACK_F16, 1, f16x1chunk, f16x1row)
+
+// func kvTailQ4x4AVX2(data *byte, rowBytes, rows int, c0, c1, c2, c3, o0, o1, o2, o3 *float32)
+TEXT ·kvTailQ4x4AVX2(SB), NOSPLIT, $0-88
+	VPBROADCASTD kvNibbleMask<>(SB), Y15
+	TAIL4(UNPACK8_Q4, tq4x4row)
+
+// func kvTailQ8x4AVX2(data *byte, rowBytes, rows int, c0, c1, c2, c3, o0, o1, o2, o3 *float32)
+TEXT ·kvTailQ8x4AVX2(SB), NOSPLIT, $0-88
+	TAIL4(UNPACK8_Q8, tq8x4row)
+
+// func kvTailF16x4AVX2(data *uint16, rowBytes, rows int, c0, c1, c2, c3, o0, o1, o2, o3 *float32)
+TEXT ·kvTailF16x4AVX2(SB), NOSPLIT, $0-88
+	TAIL4(UNPACK8_F16, tf16x4row)
+
+// func kvTailQ4x1AVX2(data *byte, rowBytes, rows int, c0, o0 *float32)
+TEXT ·kvTailQ4x1AVX2(SB), NOSPLIT, $0-40
+	VPBROADCASTD kvNibbleMask<>(SB), Y15
+	TAIL1(UNPACK8_Q4, tq4x1row)
+
+// func kvTailQ8x1AVX2(data *byte, rowBytes, rows int, c0, o0 *float32)
+TEXT ·kvTailQ8x1AVX2(SB), NOSPLIT, $0-40
+	TAIL1(UNPACK8_Q8, tq8x1row)
+
+// func kvTailF16x1AVX2(data *uint16, rowBytes, rows int, c0, o0 *float32)
+TEXT ·kvTailF16x1AVX2(SB), NOSPLIT, $0-40
+	TAIL1(UNPACK8_F16, tf16x1row)

@@ -16,7 +16,7 @@ import (
 func TestKVAccumRowsMatchesGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(91, 92))
 	for _, bits := range []int{4, 8, 16} {
-		for _, cols := range []int{8, 16, 32, 64, 72, 128} {
+		for _, cols := range []int{8, 12, 16, 24, 32, 64, 72, 128} {
 			for _, heads := range []int{1, 2, 3, 4, 5, 8, 9} {
 				t.Run(fmt.Sprintf("bits=%d/cols=%d/heads=%d", bits, cols, heads), func(t *testing.T) {
 					for _, rows := range []int{1, 7, 32, 64} {
