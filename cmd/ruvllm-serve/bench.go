@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -33,12 +34,21 @@ type benchResult struct {
 	Samples     []float64 `json:"samples_tokens_per_s"`
 	ModelBytes  uint64    `json:"model_bytes"`
 	ModelParams uint64    `json:"model_params"`
+	// Depth is the tokens in the sequence before the timed ones.
+	Depth int    `json:"n_depth,omitempty"`
+	KV    string `json:"kv"`
+	// KVBytesPerToken is the KV memory the sequence held at the end of
+	// its last run, as the pool counts it, over its tokens.
+	KVBytesPerToken int64 `json:"kv_bytes_per_token"`
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-t T[,T2]] [-r 3] [--concurrency C] [--prefix-reuse] [--json]")
+	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--json]")
 	src := addModelFlags(fs)
 	bf := addBackendFlags(fs, false)
+	kf := addKVFlags(fs)
+	depth := fs.Int("d", 0, "tokens in the sequence before each timed test (llama-bench's -d): prefilled untimed, so tg measures decode at that context")
+	fs.IntVar(depth, "depth", 0, "same as -d")
 	prompts := fs.String("p", "128", "prompt lengths to time, comma-separated; 0 skips prompt processing")
 	gens := fs.String("n", "64", "generation lengths to time, comma-separated; 0 skips generation")
 	threadList := fs.String("t", "", "thread counts, comma-separated (default: all cores)")
@@ -83,6 +93,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *reps < 1 {
 		return fmt.Errorf("%w: -r must be at least 1", errUsage)
 	}
+	if *depth < 0 {
+		return fmt.Errorf("%w: -d must not be negative", errUsage)
+	}
+	if err := kf.check(); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
@@ -102,11 +118,16 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	// concurrent streams and the whole chat.
 	kvTokens := m.Config.ContextLength
 	for _, p := range pList {
-		kvTokens = max(kvTokens, p+1)
+		kvTokens = max(kvTokens, *depth+p+1)
+	}
+	for _, n := range nList {
+		kvTokens = max(kvTokens, *depth+n+1)
 	}
 	kvTokens = max(kvTokens, *concurrency*(16+benchConcurrencyGen(nList)+1), 6*(*turnTokens+16))
 	for _, threads := range tList {
-		b, err := bf.open(m, backends.Options{Threads: threads, KVTokens: kvTokens})
+		o := backends.Options{Threads: threads, KVTokens: kvTokens}
+		kf.apply(&o)
+		b, err := bf.open(m, o)
 		if err != nil {
 			return err
 		}
@@ -123,6 +144,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, t := range tests {
 			t.Threads, t.ModelBytes, t.ModelParams = b.Threads(), size, params
+			t.Depth, t.KV = *depth, kf.precision.String()
 			// One untimed warm-up run pages the weights in and warms caches, as
 			// llama-bench does.
 			for r := -1; r < *reps; r++ {
@@ -130,11 +152,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					b.Close()
 					return err
 				}
-				tps, err := benchOnce(b, t.Prompt, t.Gen)
+				tps, kvBytes, err := benchOnce(b, kf.precision, *depth, t.Prompt, t.Gen)
 				if err != nil {
 					b.Close()
 					return err
 				}
+				t.KVBytesPerToken = kvBytes
 				if r >= 0 {
 					t.Samples = append(t.Samples, tps)
 				}
@@ -149,7 +172,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			gen := benchConcurrencyGen(nList)
 			var single float64
 			for _, c := range []int{1, *concurrency} {
-				r, err := benchConcurrency(ctx, b, c, 16, gen)
+				r, err := benchConcurrency(ctx, b, kf.precision, c, 16, gen)
 				if err != nil {
 					b.Close()
 					return err
@@ -166,7 +189,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		if *trainWhile != "" && *concurrency > 0 {
-			tw, err := benchTrainWhile(ctx, m, b, *trainWhile, *concurrency, benchConcurrencyGen(nList), *reps, *microCPU)
+			tw, err := benchTrainWhile(ctx, m, b, kf.precision, *trainWhile, *concurrency, benchConcurrencyGen(nList), *reps, *microCPU)
 			if err != nil {
 				b.Close()
 				return err
@@ -174,7 +197,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			printTrainWhile(stdout, tw)
 		}
 		if *prefixReuse {
-			t, err := benchPrefixReuse(ctx, b, 6, *turnTokens, 16)
+			t, err := benchPrefixReuse(ctx, b, kf.precision, 6, *turnTokens, 16)
 			if err != nil {
 				b.Close()
 				return err
@@ -191,9 +214,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 		return enc.Encode(map[string]any{"tests": results, "concurrency": conc, "prefix_reuse": turns})
 	}
-	fmt.Fprintf(stdout, "| model | size | params | threads | test | t/s |\n|---|---|---|---|---|---|\n")
+	if len(results) > 0 {
+		// The pool's figure after the last test (the largest context,
+		// when it is a tg test after -d).
+		fmt.Fprintf(stdout, "kv_bytes_per_token = %d\n", results[len(results)-1].KVBytesPerToken)
+	}
+	fmt.Fprintf(stdout, "| model | size | params | threads | kv | test | t/s |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(stdout, "| %s | %s | %.2f M | %d | %s | %.2f |\n", m.ID(), humanBytes(r.ModelBytes), float64(r.ModelParams)/1e6, r.Threads, r.Test, r.TokensPerS)
+		test := r.Test
+		if r.Depth > 0 {
+			test += fmt.Sprintf(" @ d%d", r.Depth)
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %.2f M | %d | %s | %s | %.2f |\n", m.ID(), humanBytes(r.ModelBytes), float64(r.ModelParams)/1e6, r.Threads, r.KV, test, r.TokensPerS)
 	}
 	if len(conc) > 0 {
 		fmt.Fprintf(stdout, "\n| threads | streams | n_gen | aggregate t/s | per-stream t/s | vs 1 stream |\n|---|---|---|---|---|---|\n")
@@ -208,37 +240,50 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// benchOnce times one test on a fresh sequence: a prompt of p random tokens
-// in one batch, or n tokens decoded one at a time after a single start token.
-func benchOnce(b backends.Backend, p, n int) (float64, error) {
+// benchOnce times one test on a fresh sequence of KV precision kv, after
+// depth random tokens prefilled untimed: a prompt of p random tokens in one
+// batch, or n tokens decoded one at a time after a single start token. It
+// also returns the KV bytes per token the sequence holds at the end.
+func benchOnce(b backends.Backend, kv kvcache.Precision, depth, p, n int) (tps float64, kvBytes int64, err error) {
 	vocab := b.Model().VocabSize
-	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: max(p, n+1)})
+	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: depth + max(p, n+1), KV: kv})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer seq.Close()
 	logits := make([]float32, vocab)
 	rng := rand.New(rand.NewPCG(1, 2))
-	if p > 0 {
-		tokens := make([]tokenizer.ID, p)
+	random := func(k int) []tokenizer.ID {
+		tokens := make([]tokenizer.ID, k)
 		for i := range tokens {
 			tokens[i] = tokenizer.ID(rng.IntN(vocab))
 		}
+		return tokens
+	}
+	if depth > 0 {
+		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: random(depth)}}); err != nil {
+			return 0, 0, err
+		}
+	}
+	if p > 0 {
+		tokens := random(p)
 		start := time.Now()
 		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: tokens, Logits: logits}}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return float64(p) / time.Since(start).Seconds(), nil
-	}
-	one := []tokenizer.ID{tokenizer.ID(rng.IntN(vocab))}
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: one, Logits: logits}}); err != nil {
-			return 0, err
+		tps = float64(p) / time.Since(start).Seconds()
+	} else {
+		one := random(1)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := b.Forward([]backends.Step{{Seq: seq, Tokens: one, Logits: logits}}); err != nil {
+				return 0, 0, err
+			}
+			one[0] = tokenizer.ID(argmax(logits))
 		}
-		one[0] = tokenizer.ID(argmax(logits))
+		tps = float64(n) / time.Since(start).Seconds()
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return tps, seq.CacheBytes() / int64(max(seq.Len(), 1)), nil
 }
 
 func argmax(x []float32) int {

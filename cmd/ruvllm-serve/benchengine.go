@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -27,9 +28,9 @@ type concurrencyResult struct {
 
 // benchConcurrency runs c streams of n generated tokens after a p-token
 // prompt each, all submitted at once to an engine with c slots.
-func benchConcurrency(ctx context.Context, b backends.Backend, c, p, n int) (concurrencyResult, error) {
+func benchConcurrency(ctx context.Context, b backends.Backend, kv kvcache.Precision, c, p, n int) (concurrencyResult, error) {
 	r := concurrencyResult{Streams: c, Gen: n, PromptTokens: p}
-	e, err := backends.NewEngine(b, backends.EngineOptions{Parallel: c, MaxLen: p + n + 1})
+	e, err := backends.NewEngine(b, backends.EngineOptions{Parallel: c, MaxLen: p + n + 1, KV: kv})
 	if err != nil {
 		return r, err
 	}
@@ -104,11 +105,11 @@ type prefixTurn struct {
 // resends the whole history plus perTurn new tokens and generates gen
 // tokens, and times the first token of each turn with prefix reuse and with
 // it disabled.
-func benchPrefixReuse(ctx context.Context, b backends.Backend, turns, perTurn, gen int) ([]prefixTurn, error) {
+func benchPrefixReuse(ctx context.Context, b backends.Backend, kv kvcache.Precision, turns, perTurn, gen int) ([]prefixTurn, error) {
 	out := make([]prefixTurn, turns)
 	maxLen := turns * (perTurn + gen)
 	for pass, noReuse := range []bool{false, true} {
-		e, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, NoPrefixReuse: noReuse})
+		e, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, NoPrefixReuse: noReuse, KV: kv})
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/gorgonia"
+	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 )
@@ -27,7 +28,7 @@ type trainWhileResult struct {
 // with a MicroLoRA trainer (at cpuShare of a core, its thread at the
 // lowest priority) fed the pairs of the preference set at path without
 // pause, in alternation: how much the online trainer slows serving.
-func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, path string, c, n, reps int, cpuShare float64) (trainWhileResult, error) {
+func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, kv kvcache.Precision, path string, c, n, reps int, cpuShare float64) (trainWhileResult, error) {
 	res := trainWhileResult{Streams: c}
 	set, err := readPreferences(path)
 	if err != nil {
@@ -77,7 +78,7 @@ func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, p
 					}
 				}()
 			}
-			cr, err := benchConcurrency(ctx, b, c, 16, n)
+			cr, err := benchConcurrency(ctx, b, kv, c, 16, n)
 			close(stop)
 			wg.Wait()
 			if err != nil {

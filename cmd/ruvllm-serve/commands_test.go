@@ -169,3 +169,66 @@ func TestBench(t *testing.T) {
 		t.Fatalf("%+v", rs)
 	}
 }
+
+// TestPerplexityKV runs perplexity with each KV precision: the output ends
+// with kv_bytes_per_token, then ppl; the bytes are the pool's for
+// stories260K's dimensions (5 layers, 4 kv heads of 8), and the quantized
+// caches stay near F16's perplexity.
+func TestPerplexityKV(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	text := shared.Path(t, "reference", "stories-sample.txt")
+	// A block of 32 tokens and one layer of one kv head: F16 keys and values
+	// are 2·32·8·2 bytes; a KV tile is 4 + 2·8 bytes of codes and 32·8
+	// elements of 8 or 4 bits.
+	const layersHeads = 5 * 4
+	tile8, tile4 := 4+16+32*8, 4+16+32*4
+	want := map[string]int{
+		"f16": layersHeads * 2 * 32 * 8 * 2 / 32,
+		"q8":  layersHeads * 2 * tile8 / 32,
+		"q4":  layersHeads * 2 * tile4 / 32,
+		// 512 tokens: 16 blocks at 4 bits, the two hot ones also at F16.
+		"tiered": (16*layersHeads*2*tile4 + 2*layersHeads*2*32*8*2) / 512,
+	}
+	var lnF16 float64
+	for _, kv := range []string{"f16", "q8", "q4", "tiered"} {
+		out, stderr, code := run(t, "perplexity", "--model", stories, "--file", text, "--ctx", "512", "--kv", kv)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		b := regexp.MustCompile(`^kv_bytes_per_token = ([0-9]+)$`).FindStringSubmatch(lines[len(lines)-2])
+		p := regexp.MustCompile(`^ppl = ([0-9.]+)$`).FindStringSubmatch(lines[len(lines)-1])
+		if b == nil || p == nil {
+			t.Fatalf("%s: last lines %q", kv, lines[len(lines)-2:])
+		}
+		if n, _ := strconv.Atoi(b[1]); n != want[kv] {
+			t.Errorf("%s: kv_bytes_per_token = %d, want %d", kv, n, want[kv])
+		}
+		ppl, _ := strconv.ParseFloat(p[1], 64)
+		if kv == "f16" {
+			lnF16 = math.Log(ppl)
+		} else if d := math.Log(ppl)/lnF16 - 1; d > 0.005 {
+			t.Errorf("%s: ln ppl %g is %.3g%% above F16's %g", kv, math.Log(ppl), 100*d, lnF16)
+		}
+	}
+}
+
+// TestBenchDepthKV: bench -d prefills before the timed tokens and reports
+// the KV precision and the pool's bytes per token.
+func TestBenchDepthKV(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	out, stderr, code := run(t, "bench", "--model", stories, "-p", "0", "-n", "8", "-d", "64", "-r", "1", "-t", "1", "--kv", "q8", "--json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var rs []benchResult
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatal(err)
+	}
+	// 72 tokens: two blocks at 8 bits and the third, being filled, at F16
+	// beside its 8-bit form.
+	const block8, block16 = 5 * 4 * 2 * (4 + 16 + 32*8), 5 * 4 * 2 * 32 * 8 * 2
+	if len(rs) != 1 || rs[0].Depth != 64 || rs[0].KV != "q8" || rs[0].KVBytesPerToken != (3*block8+block16)/72 {
+		t.Fatalf("%+v, want %d bytes a token", rs, (3*block8+block16)/72)
+	}
+}
