@@ -1,11 +1,14 @@
 package lora
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ruvllm/ruvllm/kernels"
@@ -105,6 +108,9 @@ type Adapter struct {
 	order   []string // target names, sorted
 	maxRank int
 	id      uint64
+
+	digestOnce sync.Once
+	digest     [32]byte
 }
 
 // Training is the state of an adapter trained online from feedback.
@@ -127,6 +133,38 @@ var lastID atomic.Uint64
 // adapter computed by it, where a name may be reused by a new upload and a
 // pointer by a new allocation.
 func (a *Adapter) ID() uint64 { return a.id }
+
+// Digest is the SHA-256 of what the adapter computes (each update's weight
+// name, shape, scale and matrices, in name order): the same for an
+// adapter loaded again, or in another process, from the same files. Caches
+// that outlive the process (spilled KV blocks) key on it where ID would not
+// survive a restart.
+func (a *Adapter) Digest() [32]byte {
+	a.digestOnce.Do(func() {
+		h := sha256.New()
+		var b [8]byte
+		put := func(x uint32) {
+			binary.LittleEndian.PutUint32(b[:4], x)
+			h.Write(b[:4])
+		}
+		for _, n := range a.order {
+			t := a.targets[n]
+			put(uint32(len(n)))
+			h.Write([]byte(n))
+			put(uint32(t.Rank))
+			put(uint32(t.In))
+			put(uint32(t.Out))
+			put(math.Float32bits(t.Scale))
+			for _, m := range [][]float32{t.A, t.bt} {
+				for _, x := range m {
+					put(math.Float32bits(x))
+				}
+			}
+		}
+		h.Sum(a.digest[:0])
+	})
+	return a.digest
+}
 
 // New makes an adapter of the given targets, which must name distinct
 // weights.

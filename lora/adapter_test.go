@@ -607,3 +607,26 @@ func TestMerge(t *testing.T) {
 		}
 	})
 }
+
+// TestDigest: an adapter's digest is the same for a copy made apart (as
+// loaded again in another process), and changes with any weight or scale.
+func TestDigest(t *testing.T) {
+	mk := func(a0, scale float32) *Adapter {
+		tg, err := NewTarget("blk.0.attn_q.weight", 3, 2, 1, []float32{a0, 2, 3}, []float32{4, 5}, scale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := New("x", "llama", 1, false, FormatPEFT, []*Target{tg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	base := mk(1, 0.5)
+	if base.ID() == mk(1, 0.5).ID() || base.Digest() != mk(1, 0.5).Digest() {
+		t.Fatal("two loads of one adapter: the ids should differ and the digests agree")
+	}
+	if base.Digest() == mk(1.5, 0.5).Digest() || base.Digest() == mk(1, 0.25).Digest() {
+		t.Fatal("adapters of other weights or scales have the same digest")
+	}
+}

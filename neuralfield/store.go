@@ -498,6 +498,9 @@ func (s *Store) Prefetch(keys ...Key) {
 	}
 }
 
+// PageBytes is the largest payload of a page (Options.PageBytes).
+func (s *Store) PageBytes() int { return s.opt.PageBytes }
+
 // Stats reports the store's state.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
