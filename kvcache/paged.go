@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+
+	"github.com/ruvllm/ruvllm/neuralfield"
 )
 
 // The paged cache keeps the keys and values of many sequences in one pool of
@@ -59,6 +61,13 @@ type PoolOptions struct {
 	// Sequences is how many tables are expected to fill blocks at once
 	// (the engine's slots); 0 means 1. It only sizes the default slots.
 	Sequences int
+	// Store, when set, receives every full block a table commits and
+	// continues the prefix chains RAM has lost (spill.go); its pages must
+	// hold StorePageBytes. StoreKey keys this pool's blocks there: a hash
+	// of everything that makes their keys and values (the model file, the
+	// precision and tiers, the arithmetic's version, the byte order).
+	Store    *neuralfield.Store
+	StoreKey neuralfield.Key
 	// Blocks is the number of blocks; when it is 0 the pool has as many
 	// whole blocks as fit in Bytes (the keys and values only; the
 	// bookkeeping, a few words per block and a token id per position, is
@@ -103,6 +112,8 @@ type Pool struct {
 	// tier is set in a pool of tiered blocks (Q8, Q4, Tiered), which keeps
 	// them in tier's arrays rather than k16/v16 or k32/v32.
 	tier *tiers
+	// store is set when the pool spills to a store.
+	store *storeState
 
 	meta   []blockMeta
 	tokens []int32 // (blocks, block_tokens): the tokens of registered blocks
@@ -155,6 +166,10 @@ type blockMeta struct {
 	// keys and values are near, not equal to, what the model computed, so
 	// it is never spilled as exact.
 	lossy bool
+	// skey is the block's key in the store (spill.go), set (keyed) while
+	// it is registered and its table had a store namespace.
+	skey  neuralfield.Key
+	keyed bool
 }
 
 const (
@@ -301,6 +316,11 @@ func NewPool(o PoolOptions) (*Pool, error) {
 	p.mask = uint64(size - 1)
 	p.hash = p.chainHash
 	p.nextID = 1
+	st, err := newStoreState(&o)
+	if err != nil {
+		return nil, err
+	}
+	p.store = st
 	p.opt.Bytes = p.Stats().TotalBytes
 	return p, nil
 }
@@ -405,6 +425,20 @@ type Stats struct {
 	// count the exact and warm slots in use, Q4Blocks (or Q8Blocks, in a
 	// Q8 pool) the full blocks' static forms.
 	F32Blocks, F16Blocks, Q8Blocks, Q4Blocks int
+
+	// With a store: blocks queued to it (SpilledBlocks) and restored from
+	// it; the prompt tokens restored (StoreHitTokens) and those past what
+	// RAM and the store held (StoreMissTokens); restores, their total
+	// seconds and a cumulative histogram of their durations (bounds
+	// RestoreBuckets); pages whose tokens were not the prompt's; and the
+	// store's own state (shared by the pools of one backend).
+	SpilledBlocks, RestoredBlocks   uint64
+	StoreHitTokens, StoreMissTokens uint64
+	Restores                        uint64
+	RestoreSeconds                  float64
+	RestoreBuckets                  [len(RestoreBuckets)]uint64
+	StoreTokenMismatches            uint64
+	Store                           neuralfield.Stats
 }
 
 // Stats reports the pool's state and its counters since NewPool. In a
@@ -432,6 +466,7 @@ func (p *Pool) Stats() Stats {
 		Copies:       p.copies,
 		Dedups:       p.dedups,
 	}
+	p.storeStats(&st)
 	t := p.tier
 	switch {
 	case t == nil && p.opt.Type == F32:

@@ -82,6 +82,7 @@ func (p *Pool) unregister(b int) {
 		}
 	}
 	m.id, m.parent, m.root, m.hash, m.bnext = 0, 0, false, 0, -1
+	m.keyed = false
 }
 
 // Commit enters the table's full blocks whose keys and values are now
@@ -123,6 +124,7 @@ func (t *BlockTable) Commit() {
 			p.decRef(b)
 			t.blocks[i] = e
 			p.dedups++
+			t.keyBlock(i, true)
 		default:
 			// b may be registered already, after a parent this table does
 			// not hold: a fork of this table swapped the parent for an
@@ -132,6 +134,7 @@ func (t *BlockTable) Commit() {
 			// this table's chain: enter it under this one.
 			p.unregister(b)
 			p.register(b, h, parentID, i == 0, tokens)
+			t.keyBlock(i, true)
 		}
 	}
 	t.committed = max(t.committed, full)
@@ -149,12 +152,31 @@ func (t *BlockTable) Commit() {
 // the block holding that token is copied when it is written, so every other
 // cached position still counts.
 func (t *BlockTable) Match(tokens []int32) int {
+	return t.match(tokens, t.maxLen/t.pool.bt)
+}
+
+// match is Match of at most maxBlocks blocks: the index's chain, then what
+// the store holds past it (spill.go).
+func (t *BlockTable) match(tokens []int32, maxBlocks int) int {
 	t.Release()
 	p := t.pool
 	t.chain(tokens, func(b int) {
-		p.incRef(b)
-		t.pushBlock(b)
+		if len(t.blocks) < maxBlocks {
+			p.incRef(b)
+			t.pushBlock(b)
+		}
 	})
+	last := -1
+	if len(t.blocks) > 0 {
+		last = t.blocks[len(t.blocks)-1]
+	}
+	if p.store != nil && t.storeReach(tokens, len(t.blocks), last, maxBlocks) > 0 {
+		restored := t.restore(tokens)
+		p.store.hitTokens += uint64(restored * p.bt)
+	}
+	if p.store != nil && t.storeOK {
+		p.store.missTk += uint64(len(tokens) - len(t.blocks)*p.bt)
+	}
 	n := len(t.blocks) * p.bt
 	t.tokens = append(t.tokens, tokens[:n]...)
 	t.committed = len(t.blocks)
@@ -180,13 +202,26 @@ func (t *BlockTable) Reuse(tokens []int32, limit int) int {
 	}
 	own = t.exactCut(own, t.blocks)
 	if t.reusable(tokens, limit) > own {
-		n := t.Match(tokens)
+		// Restoring from the store may fall short of what it promised (a
+		// page that fails its checksum, no room): keep the table's own
+		// blocks until it is done.
+		var keep *BlockTable
+		if own > 0 && p.store != nil {
+			keep = t.Fork()
+			defer keep.Release()
+		}
+		hits, misses := p.hits, p.misses
+		n := t.match(tokens, min(t.maxLen, limit+p.bt-1)/p.bt)
 		if n > limit {
 			n = t.exactCut(limit, t.blocks)
 			// Truncate cannot fail below Len.
 			_ = t.Truncate(n)
 		}
-		return n
+		if n >= own || keep == nil {
+			return n
+		}
+		t.Share(keep)
+		p.hits, p.misses = hits, misses
 	}
 	// Truncate cannot fail below Len.
 	_ = t.Truncate(own)
@@ -196,16 +231,24 @@ func (t *BlockTable) Reuse(tokens []int32, limit int) int {
 }
 
 // reusable is the tokens Reuse would keep of the index's chain for tokens,
-// at most limit, changing nothing.
+// and of the store's past it, at most limit, changing nothing.
 func (t *BlockTable) reusable(tokens []int32, limit int) int {
 	p := t.pool
-	n, cut := 0, -1
+	n, cut, last := 0, -1, -1
 	t.chain(tokens, func(b int) {
 		if n <= limit && limit < n+p.bt {
 			cut = b
 		}
 		n += p.bt
+		last = b
 	})
+	if p.store != nil && n < limit {
+		n += p.bt * t.storeReach(tokens, n/p.bt, last, (limit+p.bt-1)/p.bt)
+		if n > limit {
+			// The store's blocks come back with their exact forms.
+			return limit
+		}
+	}
 	if n <= limit {
 		return n
 	}

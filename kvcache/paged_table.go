@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ruvllm/ruvllm/kernels"
+	"github.com/ruvllm/ruvllm/neuralfield"
 )
 
 // BlockTable is one sequence's view of a pool: the tokens it holds and, in
@@ -33,6 +34,10 @@ type BlockTable struct {
 	// blocks from index hotFrom on, and of the warm forms from warmFrom
 	// on: the blocks its next row reads in those forms (setWindow).
 	hotFrom, warmFrom int
+	// storeNS is the key its chains start from in the pool's store, when
+	// storeOK (spill.go).
+	storeNS neuralfield.Key
+	storeOK bool
 }
 
 // NewTable creates an empty table for up to maxLen tokens. Its slices are
@@ -43,12 +48,14 @@ func (p *Pool) NewTable(maxLen int) (*BlockTable, error) {
 		return nil, fmt.Errorf("kvcache: a table of %d tokens does not fit a pool of %d blocks of %d",
 			maxLen, p.n, p.bt)
 	}
-	return &BlockTable{
+	t := &BlockTable{
 		pool:   p,
 		blocks: make([]int, 0, (maxLen+p.bt-1)/p.bt),
 		tokens: make([]int32, 0, maxLen),
 		maxLen: maxLen,
-	}, nil
+	}
+	t.SetNamespace(0)
+	return t, nil
 }
 
 // SetNamespace empties the table (as Release) and sets the namespace its
@@ -56,9 +63,17 @@ func (p *Pool) NewTable(maxLen int) (*BlockTable, error) {
 // only within one namespace: give tables whose keys and values are computed
 // differently for the same tokens (another LoRA adapter or scale) different
 // namespaces. The zero value is the namespace of plain model runs.
+//
+// In a pool with a store, namespace 0 keeps its blocks there under the
+// pool's StoreKey; another namespace stays out of the store until
+// SetStoreNamespace gives its key.
 func (t *BlockTable) SetNamespace(ns uint64) {
 	t.Release()
 	t.namespace = ns
+	t.storeOK = ns == 0 && t.pool.store != nil
+	if t.storeOK {
+		t.storeNS = t.pool.store.key
+	}
 }
 
 // Namespace is the table's namespace; see SetNamespace.
@@ -268,6 +283,7 @@ func (t *BlockTable) Share(src *BlockTable) {
 	t.tokens = append(t.tokens, src.tokens...)
 	t.committed = src.committed
 	t.namespace = src.namespace
+	t.storeNS, t.storeOK = src.storeNS, src.storeOK
 	t.staleTail = src.staleTail
 	t.setWindow(len(t.tokens))
 }

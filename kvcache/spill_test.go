@@ -1,0 +1,173 @@
+package kvcache
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ruvllm/ruvllm/neuralfield"
+)
+
+// storeOptions are a store for pools of options o in dir.
+func storeOptions(dir string, o PoolOptions) neuralfield.Options {
+	return neuralfield.Options{Dir: dir, PageBytes: StorePageBytes(o), MaxBytes: 4 << 20, QueuePages: 64}
+}
+
+func openStore(t testing.TB, dir string, o PoolOptions) *neuralfield.Store {
+	t.Helper()
+	s, err := neuralfield.Open(storeOptions(dir, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// waitWritten waits until the store has written n pages.
+func waitWritten(t testing.TB, s *neuralfield.Store, n uint64) {
+	t.Helper()
+	for range 5000 {
+		if st := s.Stats(); st.Written >= n && st.Queued == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the store wrote %d pages of %d", s.Stats().Written, n)
+}
+
+var testStoreKey = neuralfield.Key(sha256.Sum256([]byte("kvcache test model")))
+
+// TestSpillRestore writes a table's blocks through a store, closes
+// everything (a restart), and matches the same prompt on a new pool with a
+// reopened store: the full blocks come back with their tokens' keys and
+// values (exact forms and, in a tiered pool, the same quantized forms),
+// counted as hits; under another StoreKey (another model) nothing does.
+func TestSpillRestore(t *testing.T) {
+	for _, prec := range []Precision{F16, Q8, Tiered} {
+		t.Run(prec.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			o := small
+			o.Type, o.HotTokens, o.WarmTokens, o.StoreKey = prec, 4, 4, testStoreKey
+			o.Store = openStore(t, dir, o)
+			p := newTestPool(t, o, 16)
+			tab := newTestTable(t, p, 40)
+			prompt := seq(100, 23) // 5 full blocks of 4 and 3 more tokens
+			appendStored(t, tab, prompt...)
+			tab.Commit()
+			waitWritten(t, o.Store, 5)
+			if st := p.Stats(); st.SpilledBlocks != 5 || st.Store.Pages != 5 {
+				t.Fatalf("spilled %d, store %+v", st.SpilledBlocks, st.Store)
+			}
+			o.Store.Close()
+
+			for _, c := range []struct {
+				key  neuralfield.Key
+				want int
+			}{{testStoreKey, 20}, {neuralfield.Key{1}, 0}} {
+				o.Store, o.StoreKey = openStore(t, dir, o), c.key
+				q := newTestPool(t, o, 16)
+				back := newTestTable(t, q, 40)
+				if n := back.Match(append(prompt, 7, 7)); n != c.want {
+					t.Fatalf("restored %d tokens, want %d", n, c.want)
+				}
+				st := q.Stats()
+				if st.RestoredBlocks != uint64(c.want/4) || st.StoreHitTokens != uint64(c.want) || st.HitTokens != uint64(c.want) || st.Restores != min(1, uint64(c.want)) {
+					t.Fatalf("stats after restoring %d: %+v", c.want, st)
+				}
+				if c.want > 0 {
+					// The restored table continues like the one that wrote
+					// the blocks: same data, same quantized forms.
+					appendStored(t, back, prompt[20:]...)
+					mustCheck(t, q, back)
+				}
+				o.Store.Close()
+			}
+		})
+	}
+}
+
+// TestStoreNamespaces: a table of another namespace (an adapter) spills
+// nothing until it has a store namespace, and then only finds its own.
+func TestStoreNamespaces(t *testing.T) {
+	dir := t.TempDir()
+	o := small
+	o.Type, o.StoreKey = F16, testStoreKey
+	o.Store = openStore(t, dir, o)
+	p := newTestPool(t, o, 16)
+	tab := newTestTable(t, p, 40)
+	tab.SetNamespace(1)
+	appendStored(t, tab, seq(5, 8)...)
+	tab.Commit()
+	if p.Stats().SpilledBlocks != 0 {
+		t.Fatal("a namespace without a store key spilled")
+	}
+	tab.SetNamespace(1)
+	tab.SetStoreNamespace(neuralfield.Key{9})
+	appendStored(t, tab, seq(5, 8)...)
+	tab.Commit()
+	waitWritten(t, o.Store, 2)
+	// A fresh pool: only a table of the same store namespace finds them.
+	q := newTestPool(t, o, 16)
+	for i, c := range []struct {
+		ns   neuralfield.Key
+		want int
+	}{{neuralfield.Key{9}, 8}, {neuralfield.Key{8}, 0}, {testStoreKey, 0}} {
+		u := newTestTable(t, q, 40)
+		// Namespaces in RAM stand for store namespaces one to one.
+		u.SetNamespace(uint64(10 + i))
+		if c.ns != testStoreKey {
+			u.SetStoreNamespace(c.ns)
+		} else {
+			u.SetNamespace(0)
+		}
+		if n := u.Match(seq(5, 8)); n != c.want {
+			t.Errorf("store namespace %x: restored %d, want %d", c.ns[:2], n, c.want)
+		}
+		u.Release()
+	}
+}
+
+// TestRestoreRefusesOtherTokens: a page whose tokens are not the prompt's
+// (a forged or colliding key) is not restored.
+func TestRestoreRefusesOtherTokens(t *testing.T) {
+	o := small
+	o.Type, o.StoreKey = F16, testStoreKey
+	o.Store = openStore(t, t.TempDir(), o)
+	p := newTestPool(t, o, 16)
+	prompt := seq(40, 4)
+	key := p.store.chainKey(&o.StoreKey, prompt)
+	page := make([]byte, StorePageBytes(o))
+	page[0] = 99 // token 0 is 99, not 40
+	o.Store.Put(key, page)
+	waitWritten(t, o.Store, 1)
+	tab := newTestTable(t, p, 40)
+	if n := tab.Match(prompt); n != 0 {
+		t.Fatalf("restored %d tokens from a page of other tokens", n)
+	}
+	if st := p.Stats(); st.StoreTokenMismatches != 1 {
+		t.Fatalf("mismatches %d", st.StoreTokenMismatches)
+	}
+}
+
+// TestPagedRandomOpsWithStore runs the random-operations model on pools
+// that spill to a store: whatever the store restores after RAM evicted it
+// must hold the right keys and values.
+func TestPagedRandomOpsWithStore(t *testing.T) {
+	for _, prec := range []Precision{F16, Tiered} {
+		t.Run(prec.String(), func(t *testing.T) {
+			o := small
+			o.Type, o.StoreKey = prec, testStoreKey
+			o.HotTokens, o.WarmTokens, o.HotSlots, o.WarmSlots = 4, 4, 6, 3
+			o.Store = openStore(t, t.TempDir(), o)
+			p := newTestPool(t, o, 16)
+			runRandomOps(t, p, rand.New(rand.NewPCG(7, uint64(prec))), 3000)
+			st := p.Stats()
+			t.Logf("spilled %d, restored %d blocks", st.SpilledBlocks, st.RestoredBlocks)
+			if st.RestoredBlocks == 0 {
+				t.Fatal(fmt.Sprintf("nothing was restored: %+v", st))
+			}
+		})
+	}
+}
