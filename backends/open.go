@@ -38,6 +38,14 @@ type Options struct {
 	// once (the engine's Parallel); it sizes the F16 and 8-bit parts of a
 	// quantized pool. 0 means 1.
 	KVSequences int
+	// KVStoreDir, when set, is a directory where the backend keeps the full
+	// KV blocks its sequences commit, at most KVStoreMax bytes of them
+	// (least recently used evicted), in a subdirectory of the model file's
+	// own: a prompt that starts with stored blocks restores them instead
+	// of computing them, also after a restart or a crash. F32 caches do
+	// not spill.
+	KVStoreDir string
+	KVStoreMax int64
 }
 
 // Opener makes a backend for a loaded model. The backend uses the model's
@@ -95,6 +103,9 @@ func Open(name string, m *models.Model, o Options) (Backend, error) {
 	}
 	if m == nil || m.Config == nil {
 		return nil, fmt.Errorf("backends: %s: the model was loaded without a runnable architecture", name)
+	}
+	if o.KVStoreDir != "" && o.KVStoreMax <= 0 {
+		return nil, fmt.Errorf("backends: a KV store in %s needs a positive size, not %d", o.KVStoreDir, o.KVStoreMax)
 	}
 	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 || o.KVHotTokens < 0 || o.KVWarmTokens < 0 || o.KVSequences < 0 {
 		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d, KV tokens %d, hot %d, warm %d and sequences %d must not be negative",

@@ -253,6 +253,9 @@ func (p *Pool) fillBlock(b int, page []byte, tokens []int32) error {
 	data := page[4*p.bt:]
 	if p.tier != nil {
 		copy(halfBytes(p.tier.half.slice(p.meta[b].half)), data)
+		if p.tier.warmBlocks > 0 {
+			p.attachWarm(b)
+		}
 		for l := range p.opt.Layers {
 			p.quantizeLayer(b, l)
 		}

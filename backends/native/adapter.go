@@ -35,7 +35,17 @@ func (s *sequence) SetAdapter(a *lora.Adapter, scale float32) error {
 			return err
 		}
 	}
-	return s.UseAdapter(a, scale)
+	if err := s.UseAdapter(a, scale); err != nil {
+		return err
+	}
+	if a != nil && s.owner.kvStore != nil {
+		// The adapter's blocks chain in the store from a key of the
+		// pool's, the adapter's digest and the scale.
+		if k, ok := s.owner.storeKeys[s.Table.Pool().Type()]; ok {
+			s.Table.SetStoreNamespace(adapterStoreKey(k, a, scale))
+		}
+	}
+	return nil
 }
 
 // fitAdapter checks that every update of a has the shape of a matrix the

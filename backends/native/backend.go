@@ -9,6 +9,7 @@ import (
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/neuralfield"
 )
 
 // logitsChunk is how many output rows the output projection computes at
@@ -43,6 +44,11 @@ type Backend struct {
 	kvTokens              int
 	kvHot, kvWarm, kvSeqs int
 	call                  uint64 // number of the current Forward, to find repeated sequences
+	// kvStore is set when the backend keeps blocks in a store; storeKeys
+	// are its pools' keys there.
+	kvStore   *kvStore
+	storeKeys map[kvcache.Precision]neuralfield.Key
+	file      *gguf.File
 	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim), the root rounded first.
 	attnScale float32
 	// tieredPass is set while the pass holds a row of a tiered pool.
@@ -96,9 +102,17 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 		kvHot:    opt.KVHotTokens,
 		kvWarm:   opt.KVWarmTokens,
 		kvSeqs:   opt.KVSequences,
+		file:     f,
 	}
 	if err := b.setRotary(); err != nil {
 		return nil, err
+	}
+	if opt.KVStoreDir != "" {
+		if opt.KVStoreMax <= 0 {
+			return nil, fmt.Errorf("native: a KV store in %s needs a positive size", opt.KVStoreDir)
+		}
+		b.kvStore = &kvStore{dir: opt.KVStoreDir, max: opt.KVStoreMax}
+		b.storeKeys = map[kvcache.Precision]neuralfield.Key{}
 	}
 	b.attnJob.b = b
 	b.gluJob.b = b
@@ -197,6 +211,10 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.pool.Close()
+	if b.kvStore != nil && b.kvStore.store != nil {
+		// Writes the pages still queued.
+		return b.kvStore.store.Close()
+	}
 	return nil
 }
 

@@ -101,6 +101,14 @@ func (b *Backend) kvPool(kv kvcache.Precision) (*kvcache.Pool, error) {
 		}
 		o.Blocks = (tokens + kvBlockTokens - 1) / kvBlockTokens
 	}
+	if b.kvStore != nil && kv != kvcache.F32 {
+		s, err := b.openStore(o)
+		if err != nil {
+			return nil, err
+		}
+		o.Store, o.StoreKey = s, b.storeKey(o)
+		b.storeKeys[kv] = o.StoreKey
+	}
 	p, err := kvcache.NewPool(o)
 	if err != nil {
 		return nil, fmt.Errorf("native: KV pool: %w", err)
@@ -134,6 +142,18 @@ func (b *Backend) KVStats() kvcache.Stats {
 		s.FreeBytes += ps.FreeBytes
 		s.HitTokens += ps.HitTokens
 		s.MissTokens += ps.MissTokens
+		s.SpilledBlocks += ps.SpilledBlocks
+		s.RestoredBlocks += ps.RestoredBlocks
+		s.StoreHitTokens += ps.StoreHitTokens
+		s.StoreMissTokens += ps.StoreMissTokens
+		s.Restores += ps.Restores
+		s.RestoreSeconds += ps.RestoreSeconds
+		for i := range s.RestoreBuckets {
+			s.RestoreBuckets[i] += ps.RestoreBuckets[i]
+		}
+		s.StoreTokenMismatches += ps.StoreTokenMismatches
+		// The pools share one store: its state counts once.
+		s.Store = ps.Store
 		s.Evictions += ps.Evictions
 		s.Copies += ps.Copies
 		s.Dedups += ps.Dedups

@@ -148,3 +148,65 @@ func TestTieredDecodeAllocatesNothing(t *testing.T) {
 		t.Errorf("a tiered decode step allocates %.1f times", allocs)
 	}
 }
+
+// TestKVStoreRestart computes a prompt on a backend that keeps its blocks in
+// a store, closes it (as a shutdown), and sends a longer prompt to a new
+// backend on the same store: the full blocks come back from the store, and
+// the logits are the same bits as on a backend that computes everything.
+func TestKVStoreRestart(t *testing.T) {
+	path := testmodel.Synth(t, "tiny", "Q8_0")
+	for _, kv := range []kvcache.Precision{kvcache.F16, kvcache.Tiered} {
+		t.Run(kv.String(), func(t *testing.T) {
+			o := tieredOptions
+			o.KVStoreDir, o.KVStoreMax = t.TempDir(), 64<<20
+			b, _, _ := openFile(t, path, o)
+			vocab := b.Model().VocabSize
+			history := randomPrompt(7, 200, vocab)
+			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kv})
+			forward(t, b, backends.Step{Seq: s, Tokens: history})
+			s.Close()
+			if st := b.KVStats(); st.SpilledBlocks != 6 {
+				t.Fatalf("spilled %d blocks, want 6", st.SpilledBlocks)
+			}
+			b.Close() // writes the queued pages
+
+			again, _, _ := openFile(t, path, o)
+			prompt := append(append([]tokenizer.ID{}, history...), randomPrompt(8, 40, vocab)...)
+			s = newSeq(t, again, backends.SequenceOptions{MaxLen: 512, KV: kv})
+			k := s.Reuse(prompt, len(prompt)-1)
+			if k != 192 {
+				t.Fatalf("reused %d tokens, want the 192 of the 6 stored blocks", k)
+			}
+			got := make([]float32, vocab)
+			forward(t, again, backends.Step{Seq: s, Tokens: prompt[k:], Logits: got})
+			st := again.KVStats()
+			if st.RestoredBlocks != 6 || st.StoreHitTokens != 192 || st.Store.ChecksumFailures != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			fresh, _, _ := openFile(t, path, tieredOptions)
+			sameBits(t, "restored", got, lastLogits(t, fresh, kv, prompt, k))
+		})
+	}
+}
+
+// TestKVStoreDecodeAllocatesNothing: decode steps that fill blocks, which
+// are then keyed and queued for the store, allocate nothing.
+func TestKVStoreDecodeAllocatesNothing(t *testing.T) {
+	o := tieredOptions
+	o.KVStoreDir, o.KVStoreMax = t.TempDir(), 64<<20
+	b, _, _ := openFile(t, testmodel.Synth(t, "tiny", "Q8_0"), o)
+	vocab := b.Model().VocabSize
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.Tiered})
+	f := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.F16})
+	l1, l2 := make([]float32, vocab), make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: randomPrompt(9, 10, vocab), Logits: l1},
+		backends.Step{Seq: f, Tokens: randomPrompt(10, 20, vocab), Logits: l2})
+	steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: f, Tokens: []tokenizer.ID{2}, Logits: l2}}
+	// 100 steps fill three blocks of each sequence.
+	if allocs := testing.AllocsPerRun(100, func() { forward(t, b, steps...) }); allocs != 0 {
+		t.Errorf("a decode step with a store allocates %.1f times", allocs)
+	}
+	if st := b.KVStats(); st.SpilledBlocks < 6 {
+		t.Fatalf("spilled %d blocks", st.SpilledBlocks)
+	}
+}
