@@ -169,6 +169,7 @@ func (t *BlockTable) match(tokens []int32, maxBlocks int) int {
 	last := -1
 	if len(t.blocks) > 0 {
 		last = t.blocks[len(t.blocks)-1]
+		t.touch()
 	}
 	if p.store != nil && t.storeReach(tokens, len(t.blocks), last, maxBlocks) > 0 {
 		restored := t.restore(tokens)

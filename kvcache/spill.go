@@ -115,7 +115,12 @@ func (t *BlockTable) SetStoreNamespace(k neuralfield.Key) {
 func (t *BlockTable) keyBlock(i int, spill bool) {
 	p, s := t.pool, t.pool.store
 	m := &p.meta[t.blocks[i]]
-	if s == nil || !t.storeOK || m.keyed {
+	if s == nil || !t.storeOK {
+		return
+	}
+	if m.keyed {
+		// A block computed again that RAM still had: in use.
+		s.store.Touch(m.skey)
 		return
 	}
 	parent := &t.storeNS
@@ -130,6 +135,22 @@ func (t *BlockTable) keyBlock(i int, spill bool) {
 	if spill && !m.lossy {
 		p.spill(t.blocks[i])
 	}
+}
+
+// touch tells the store that the table's blocks are in use, so that its
+// least recently used pages are not the prefixes that stay in RAM.
+func (t *BlockTable) touch() {
+	p, s := t.pool, t.pool.store
+	if s == nil {
+		return
+	}
+	s.keys = s.keys[:0]
+	for _, b := range t.blocks {
+		if m := &p.meta[b]; m.keyed {
+			s.keys = append(s.keys, m.skey)
+		}
+	}
+	s.store.Touch(s.keys...)
 }
 
 // spill queues block b's page in the store.

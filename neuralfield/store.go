@@ -483,6 +483,20 @@ func (s *Store) release(i int32) {
 	}
 }
 
+// Touch makes the pages of keys the most recently used, as a Get would:
+// for pages whose content the caller is using from a copy of its own (KV
+// blocks still in RAM), so that the store keeps what is in use.
+func (s *Store) Touch(keys ...Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if i, ok := s.index[k]; ok && s.slots[i].state == slotValid {
+			s.unlink(i)
+			s.pushFront(i)
+		}
+	}
+}
+
 // Prefetch asks the kernel to read the pages of keys ahead (madvise
 // WILLNEED), so that a Get soon after finds them in memory.
 func (s *Store) Prefetch(keys ...Key) {
