@@ -485,6 +485,11 @@ func TestMetrics(t *testing.T) {
 		`ruvllm_http_requests_total{code="200",route="/v1/chat/completions"} 1`,
 		"ruvllm_queue_depth 0",
 		"ruvllm_kv_cache_bytes 0",
+		`ruvllm_kv_tier_blocks{tier="q4"} 0`,
+		"ruvllm_kv_store_pages 0",
+		"ruvllm_kv_store_checksum_failures_total 0",
+		`ruvllm_kv_restore_seconds_bucket{le="0.01"} 0`,
+		"ruvllm_kv_restore_seconds_count 0",
 		"go_goroutines ",
 	} {
 		if !strings.Contains(string(b), want) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/kvcache"
 )
 
 // metrics are the Prometheus series of one Server, in a registry of its
@@ -126,6 +127,9 @@ func newMetrics(s *Server) *metrics {
 	} {
 		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, kv(c.get)))
 	}
+	m.addKVTierMetrics(f, kv)
+	f(&restoreHistogram{s: s, desc: prometheus.NewDesc("ruvllm_kv_restore_seconds",
+		"Time to restore a prompt's KV blocks from the store, per restore.", nil, nil)})
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_model_loaded", Help: "1 when a model is loaded and served."},
 		func() float64 {
@@ -163,6 +167,71 @@ func (m *metrics) addModel(md *Model) error {
 }
 
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+
+// addKVTierMetrics registers the series of KV precision tiers and of the
+// KV store (--store), summed over the models by kv.
+func (m *metrics) addKVTierMetrics(f func(prometheus.Collector), kv func(func(*backends.EngineStats) float64) func() float64) {
+	for _, b := range []struct {
+		tier string
+		get  func(st *backends.EngineStats) float64
+	}{
+		{"f32", func(st *backends.EngineStats) float64 { return float64(st.KV.F32Blocks) }},
+		{"f16", func(st *backends.EngineStats) float64 { return float64(st.KV.F16Blocks) }},
+		{"q8", func(st *backends.EngineStats) float64 { return float64(st.KV.Q8Blocks) }},
+		{"q4", func(st *backends.EngineStats) float64 { return float64(st.KV.Q4Blocks) }},
+	} {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ruvllm_kv_tier_blocks", Help: "KV blocks holding a form of each precision (--kv tiered: hot f16, warm q8, cold q4; a block may hold several).",
+			ConstLabels: prometheus.Labels{"tier": b.tier}}, kv(b.get)))
+	}
+	for _, g := range []struct {
+		name, help string
+		get        func(st *backends.EngineStats) float64
+	}{
+		{"ruvllm_kv_store_bytes", "Disk the KV store's files take (made at full size, at most --store-max a model).", func(st *backends.EngineStats) float64 { return float64(st.KV.Store.Bytes) }},
+		{"ruvllm_kv_store_pages", "KV blocks held in the store.", func(st *backends.EngineStats) float64 { return float64(st.KV.Store.Pages) }},
+	} {
+		f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.name, Help: g.help}, kv(g.get)))
+	}
+	for _, c := range []struct {
+		name, help string
+		get        func(st *backends.EngineStats) float64
+	}{
+		{"ruvllm_kv_store_hit_tokens_total", "Prompt tokens restored from the KV store.", func(st *backends.EngineStats) float64 { return float64(st.KV.StoreHitTokens) }},
+		{"ruvllm_kv_store_miss_tokens_total", "Prompt tokens neither the KV cache nor the store held.", func(st *backends.EngineStats) float64 { return float64(st.KV.StoreMissTokens) }},
+		{"ruvllm_kv_store_spilled_blocks_total", "KV blocks queued for the store as they were committed.", func(st *backends.EngineStats) float64 { return float64(st.KV.SpilledBlocks) }},
+		{"ruvllm_kv_store_written_pages_total", "Pages the store wrote.", func(st *backends.EngineStats) float64 { return float64(st.KV.Store.Written) }},
+		{"ruvllm_kv_store_dropped_pages_total", "Pages the store dropped: its write queue was full.", func(st *backends.EngineStats) float64 { return float64(st.KV.Store.Dropped) }},
+		{"ruvllm_kv_store_evictions_total", "Pages evicted from the store for room, least recently used first.", func(st *backends.EngineStats) float64 { return float64(st.KV.Store.Evictions) }},
+		{"ruvllm_kv_store_checksum_failures_total", "Stored pages that failed their checksum when read; they are dropped, never served.", func(st *backends.EngineStats) float64 { return float64(st.KV.Store.ChecksumFailures) }},
+	} {
+		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, kv(c.get)))
+	}
+}
+
+// restoreHistogram is the histogram of KV restore durations, summed over
+// the models from their pools' cumulative counts.
+type restoreHistogram struct {
+	s    *Server
+	desc *prometheus.Desc
+}
+
+func (h *restoreHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+func (h *restoreHistogram) Collect(ch chan<- prometheus.Metric) {
+	var count uint64
+	var sum float64
+	buckets := map[float64]uint64{}
+	for _, md := range h.s.models.Load().list {
+		st := md.Engine.Stats()
+		count += st.KV.Restores
+		sum += st.KV.RestoreSeconds
+		for i, ub := range kvcache.RestoreBuckets {
+			buckets[ub] += st.KV.RestoreBuckets[i]
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(h.desc, count, sum, buckets)
+}
 
 func (m *metrics) observeRequest(route string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()

@@ -39,6 +39,9 @@ const defaultServeCtx = 4096
 // maxConfigBytes bounds a --config file.
 const maxConfigBytes = 1 << 20
 
+// defaultStoreMax is --store-max when it is not given.
+const defaultStoreMax = 20 << 30
+
 // maxAdapterMB bounds --max-adapter-mb, so that the byte count fits an
 // int64 with room to spare (1 TiB is no practical bound).
 const maxAdapterMB = 1 << 20
@@ -62,7 +65,9 @@ type serveConfig struct {
 	backend         *backendFlags
 	kvMemory        int64
 	chatTemplate    string
-	kv              string
+	kv              *kvFlags
+	store           string
+	storeMax        int64
 	maxN            int
 	maxBody         int64
 	corsOrigins     string
@@ -147,7 +152,17 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a .jinja file or a built-in name (chatml, ...); default: the model's")
-	fs.StringVar(&c.kv, "kv", "f16", "KV cache precision: f16 or f32")
+	c.kv = addKVFlags(fs)
+	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
+	c.storeMax = defaultStoreMax
+	fs.Func("store-max", "most disk each model's --store takes, as 20GiB (least recently used blocks are evicted)", func(v string) error {
+		n, err := parseByteSize(v)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("%q is not a positive size", v)
+		}
+		c.storeMax = n
+		return err
+	})
 	fs.Func("kv-memory", "KV cache memory of the models loaded at once, in total, as 512MiB or 2GB: each loaded model's pool is it divided by --max-loaded (or by the number of models), shared by its slots (default: each model room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
 		n, err := parseByteSize(v)
 		c.kvMemory = n
@@ -213,6 +228,12 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --route-cost-weight must be a finite number ≥ 0", errUsage)
 	case c.maxAdapters < 1 || c.maxAdapterMB < 1 || c.maxAdapterMB > maxAdapterMB:
 		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
+	}
+	if err := c.kv.check(); err != nil {
+		return nil, err
+	}
+	if c.store != "" && c.kv.precision == kvcache.F32 {
+		return nil, fmt.Errorf("%w: --store keeps F16 forms of the blocks; --kv f32 does not spill", errUsage)
 	}
 	return c, nil
 }
@@ -368,10 +389,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if err != nil {
 		return err
 	}
-	kv, err := kvcache.ParsePrecision(c.kv)
-	if err != nil {
-		return fmt.Errorf("%w: --kv: %v", errUsage, err)
-	}
+	kv := c.kv.precision
 	var origins []string
 	for o := range strings.SplitSeq(c.corsOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {

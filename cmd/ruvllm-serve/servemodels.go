@@ -318,7 +318,9 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	}
 	// Without --kv-memory every slot can fill its context at once; the
 	// blocks the slots do not hold keep earlier prompts for prefix reuse.
-	s.opt = backends.Options{MaxBatch: c.batch, KVBytes: c.kvShare(), KVTokens: c.parallel * maxLen}
+	s.opt = backends.Options{MaxBatch: c.batch, KVBytes: c.kvShare(), KVTokens: c.parallel * maxLen, KVSequences: c.parallel,
+		KVStoreDir: c.store, KVStoreMax: c.storeMax}
+	c.kv.apply(&s.opt)
 	tok := s.model.Tokenizer
 	s.engineOpt = backends.EngineOptions{
 		Parallel:  c.parallel,
