@@ -78,7 +78,8 @@ func checkKVTile(op string, bits, rows, cols, tileLen int, byRow bool) {
 // src[r·srcStride:], into the tile dst. Each group's min is coded at or
 // below its smallest element and its scale at or above what the group's
 // range needs, so that no element is clipped; elements round to the
-// nearest level.
+// nearest level (halves away from zero). A NaN is left out of its group's
+// range and stored as the level nearest 0.
 func QuantizeKVTile(dst []byte, src []uint16, srcStride, bits, rows, cols int, byRow bool) {
 	checkKVTile("QuantizeKVTile", bits, rows, cols, len(dst), byRow)
 	if srcStride < cols || len(src) < (rows-1)*srcStride+cols {
@@ -89,24 +90,14 @@ func QuantizeKVTile(dst []byte, src []uint16, srcStride, bits, rows, cols int, b
 		groups = rows
 	}
 	levels := float32(int(1)<<bits - 1)
-	// lo, hi and the inverse scale of every group, as float32, on the
-	// stack: a block fills in a decode step, which allocates nothing.
+	// lo, hi and the inverse scale of every group on the stack: a block
+	// fills in a decode step, which allocates nothing.
 	var loA, hiA, invA [maxKVGroups]float32
 	lo, hi, inv := loA[:groups], hiA[:groups], invA[:groups]
+	kvRanges(src, srcStride, rows, cols, byRow, lo, hi)
 	for g := range groups {
-		lo[g], hi[g] = float32(math.Inf(1)), float32(math.Inf(-1))
-	}
-	for r := range rows {
-		for c, h := range src[r*srcStride : r*srcStride+cols] {
-			x := FP16ToFP32(h)
-			if x != x { // NaN: treat as 0 rather than poison the group
-				x = 0
-			}
-			g := c
-			if byRow {
-				g = r
-			}
-			lo[g], hi[g] = min(lo[g], x), max(hi[g], x)
+		if lo[g] > hi[g] { // NaNs only
+			lo[g], hi[g] = 0, 0
 		}
 	}
 	// Mins: a signed code against dMin = max|lo|/127, floored so that the
@@ -144,6 +135,7 @@ func QuantizeKVTile(dst []byte, src []uint16, srcStride, bits, rows, cols int, b
 			code = min(255, int(math.Ceil(float64(hi[g]/dScale))))
 		}
 		scaleCodes[g] = byte(code)
+		inv[g] = 0
 		if s := float32(code) * dScale; s > 0 {
 			inv[g] = 1 / s
 		}
@@ -152,26 +144,125 @@ func QuantizeKVTile(dst []byte, src []uint16, srcStride, bits, rows, cols int, b
 	dst[2], dst[3] = byte(dMin16), byte(dMin16>>8)
 	data := dst[kvTileData(rows, cols, byRow):]
 	rb := kvRowBytes(bits, cols)
-	for r := range rows {
-		row := data[r*rb : (r+1)*rb]
-		clear(row)
-		for c, h := range src[r*srcStride : r*srcStride+cols] {
-			g := c
-			if byRow {
-				g = r
-			}
-			x := FP16ToFP32(h)
-			if x != x {
-				x = 0
-			}
-			u := float32(math.Round(float64((x - lo[g]) * inv[g])))
-			u = max(0, min(levels, u))
+	// The levels, some rows at a time, then packed.
+	var uA [kvLevelBytes]byte
+	step := max(1, len(uA)/cols)
+	for r0 := 0; r0 < rows; r0 += step {
+		n := min(step, rows-r0)
+		m, iv := lo, inv
+		if byRow {
+			m, iv = lo[r0:r0+n], inv[r0:r0+n]
+		}
+		kvLevels(src[r0*srcStride:], srcStride, n, cols, byRow, m, iv, levels, uA[:n*cols])
+		for r := range n {
+			u := uA[r*cols : (r+1)*cols]
+			row := data[(r0+r)*rb : (r0+r+1)*rb]
 			if bits == 8 {
-				row[c] = byte(u)
-				continue
+				copy(row, u)
+			} else {
+				packNibbles(row, u)
 			}
-			at, shift := kvNibble(c, cols)
-			row[at] |= byte(u) << shift
+		}
+	}
+}
+
+// kvLevelBytes bounds the levels QuantizeKVTile holds at once.
+const kvLevelBytes = 8192
+
+// kvRangesGeneric is the pure-Go twin of the ranges of a tile's groups:
+// the smallest and largest element of each row (byRow) or column, NaNs
+// left out (+Inf and -Inf for a group of NaNs only).
+func kvRangesGeneric(src []uint16, stride, rows, cols int, byRow bool, lo, hi []float32) {
+	inf := float32(math.Inf(1))
+	for g := range lo {
+		lo[g], hi[g] = inf, -inf
+	}
+	var rowA [maxKVGroups]float32
+	x := rowA[:cols]
+	for r := range rows {
+		FP16ToFP32Row(src[r*stride:r*stride+cols], x)
+		if byRow {
+			l, h := lo[r], hi[r]
+			for _, v := range x {
+				if v < l {
+					l = v
+				}
+				if v > h {
+					h = v
+				}
+			}
+			lo[r], hi[r] = l, h
+			continue
+		}
+		for c, v := range x {
+			if v < lo[c] {
+				lo[c] = v
+			}
+			if v > hi[c] {
+				hi[c] = v
+			}
+		}
+	}
+}
+
+// kvLevelsGeneric is the pure-Go twin of the levels of rows rows of a
+// tile, into u (rows × cols): m and iv are the rows' (byRow) or the
+// columns' min and inverse scale.
+func kvLevelsGeneric(src []uint16, stride, rows, cols int, byRow bool, m, iv []float32, levels float32, u []byte) {
+	var rowA [maxKVGroups]float32
+	x := rowA[:cols]
+	for r := range rows {
+		FP16ToFP32Row(src[r*stride:r*stride+cols], x)
+		ur := u[r*cols : (r+1)*cols]
+		if byRow {
+			for c, v := range x {
+				ur[c] = quantLevel(v, m[r], iv[r], levels)
+			}
+			continue
+		}
+		for c, v := range x {
+			ur[c] = quantLevel(v, m[c], iv[c], levels)
+		}
+	}
+}
+
+// quantLevel is the level of x in a group of min m and inverse scale iv:
+// round((x-m)·iv) within [0, levels], a NaN as 0.
+func quantLevel(x, m, iv, levels float32) byte {
+	if x != x {
+		x = 0
+	}
+	v := (x - m) * iv
+	if !(v > 0) { // also a NaN from an infinite x
+		return 0
+	}
+	if v >= levels {
+		return byte(levels)
+	}
+	// Truncating the non-negative v+½ (a float32 sum) rounds to nearest.
+	return byte(v + 0.5)
+}
+
+// packNibbles packs the 4-bit levels u into a row (kvNibble's layout).
+func packNibbles(row, u []byte) {
+	cols := len(u)
+	full := cols / 16
+	for k := range full {
+		a, b := u[16*k:16*k+8], u[16*k+8:16*k+16]
+		o := row[8*k : 8*k+8]
+		for i := range o {
+			o[i] = a[i] | b[i]<<4
+		}
+	}
+	if r := cols - 16*full; r > 0 {
+		half := (r + 1) / 2
+		t := u[16*full:]
+		o := row[8*full : 8*full+half]
+		for i := range o {
+			o[i] = t[i]
+			if i+half < r {
+				o[i] |= t[i+half] << 4
+			}
 		}
 	}
 }

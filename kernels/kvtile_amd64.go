@@ -123,3 +123,40 @@ func kvAccumRowsHalves(data []uint16, rowStride, rows, cols int, coef []float32,
 		}
 	}
 }
+
+// The quantizer's kernels (kvquant_amd64.s), for rows of a multiple of 8
+// elements.
+
+//go:noescape
+func kvRangeRowsAVX2(src *uint16, stride, rows, cols int, lo, hi *float32)
+
+//go:noescape
+func kvRangeColsAVX2(src *uint16, stride, rows, cols int, lo, hi *float32)
+
+//go:noescape
+func kvLevelsRowsAVX2(src *uint16, stride, rows, cols int, m, iv *float32, levels float32, u *byte, uStride int)
+
+//go:noescape
+func kvLevelsColsAVX2(src *uint16, stride, rows, cols int, m, iv *float32, levels float32, u *byte, uStride int)
+
+func kvRanges(src []uint16, stride, rows, cols int, byRow bool, lo, hi []float32) {
+	switch {
+	case !quantAsm || cols%8 != 0:
+		kvRangesGeneric(src, stride, rows, cols, byRow, lo, hi)
+	case byRow:
+		kvRangeRowsAVX2(&src[0], stride, rows, cols, &lo[0], &hi[0])
+	default:
+		kvRangeColsAVX2(&src[0], stride, rows, cols, &lo[0], &hi[0])
+	}
+}
+
+func kvLevels(src []uint16, stride, rows, cols int, byRow bool, m, iv []float32, levels float32, u []byte) {
+	switch {
+	case !quantAsm || cols%8 != 0:
+		kvLevelsGeneric(src, stride, rows, cols, byRow, m, iv, levels, u)
+	case byRow:
+		kvLevelsRowsAVX2(&src[0], stride, rows, cols, &m[0], &iv[0], levels, &u[0], cols)
+	default:
+		kvLevelsColsAVX2(&src[0], stride, rows, cols, &m[0], &iv[0], levels, &u[0], cols)
+	}
+}

@@ -9,3 +9,11 @@ func kvAccumRows(bits int, data []byte, rowBytes, rows, cols int, coef []float32
 func kvAccumRowsHalves(data []uint16, rowStride, rows, cols int, coef []float32, coefStride, heads int, out []float32, outStride int) {
 	kvAccumRowsHalvesGeneric(data, rowStride, rows, cols, coef, coefStride, heads, out, outStride)
 }
+
+func kvRanges(src []uint16, stride, rows, cols int, byRow bool, lo, hi []float32) {
+	kvRangesGeneric(src, stride, rows, cols, byRow, lo, hi)
+}
+
+func kvLevels(src []uint16, stride, rows, cols int, byRow bool, m, iv []float32, levels float32, u []byte) {
+	kvLevelsGeneric(src, stride, rows, cols, byRow, m, iv, levels, u)
+}
