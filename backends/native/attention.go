@@ -131,9 +131,12 @@ func (j *attnJob) Do(task, worker int) {
 // tieredGroup computes the query heads of kv head g of row r over a tiered
 // pool: every block in the form the row's position reads it (ReadForm),
 // its keys against all the group's queries at once, then its values
-// weighted by all their probabilities. Unlike head, whose arithmetic is
-// llama.cpp's, the query and the weights stay float32: there is no
-// llama.cpp result to match.
+// weighted by all their probabilities. As in head (llama.cpp's arithmetic
+// with an F16 cache), the query and the probabilities are rounded to F16
+// first, so that a tiered cache's exact blocks give what an F16 cache
+// gives up to the order of the sums: that rounding moves the next-token
+// distributions of the mini models more than any other difference
+// (kl_test.go).
 func (j *attnJob) tieredGroup(r, g, worker int) {
 	b, l := j.b, j.layer
 	bf, cfg := &b.buf, b.cfg
@@ -152,6 +155,7 @@ func (j *attnJob) tieredGroup(r, g, worker int) {
 	scores := s.group[:gh*stride]
 	qs := s.qs[:gh*hd]
 	copy(qs, bf.q[(r*heads+h0)*hd:(r*heads+h0+gh)*hd])
+	roundToHalves(qs, s.w16)
 	kernels.Scale(b.attnScale, qs)
 	for i, blk := range blocks[:nb] {
 		sc := scores[i*bt:]
@@ -168,6 +172,7 @@ func (j *attnJob) tieredGroup(r, g, worker int) {
 	}
 	for h := range gh {
 		kernels.Softmax(scores[h*stride : h*stride+n])
+		roundToHalves(scores[h*stride:h*stride+n], s.w16)
 	}
 	out := bf.att[(r*heads+h0)*hd : (r*heads+h0+gh)*hd]
 	clear(out)
@@ -181,6 +186,16 @@ func (j *attnJob) tieredGroup(r, g, worker int) {
 			// A row reads its own block, the only partial one, exactly.
 			kernels.KVValueAccum(p.QuantValues(blk, l, g, f), f.Bits(), bt, hd, w, stride, gh, out, hd, s.tileKV)
 		}
+	}
+}
+
+// roundToHalves rounds x to F16 values in place, through buf.
+func roundToHalves(x []float32, buf []uint16) {
+	for len(x) > 0 {
+		k := min(len(x), len(buf))
+		kernels.FP32ToFP16Row(x[:k], buf[:k])
+		kernels.FP16ToFP32Row(buf[:k], x[:k])
+		x = x[k:]
 	}
 }
 
