@@ -377,14 +377,14 @@ func KVKeyScores(tile []byte, bits, hd, bt int, q []float32, qStride, heads int,
 	s, m := scratch[:hd], scratch[hd:2*hd]
 	coef := scratch[2*hd : 2*hd+heads*hd]
 	KVTileGroups(tile, bits, hd, bt, true, s, m)
+	// The per-channel products with the vector kernels: a decode step
+	// runs this for every block, kv head and layer, and scalar loops here
+	// took half the time of a 4-bit block (BenchmarkKVBlockAttention).
 	for j := range heads {
 		qj := q[j*qStride : j*qStride+hd]
 		cj := coef[j*hd : (j+1)*hd]
-		var bias float32
-		for c, x := range qj {
-			cj[c] = x * s[c]
-			bias += x * m[c]
-		}
+		Mul(cj, qj, s)
+		bias := DotF32(qj, m)
 		o := out[j*outStride : j*outStride+bt]
 		for t := range o {
 			o[t] = bias
@@ -418,9 +418,9 @@ func KVValueAccum(tile []byte, bits, bt, hd int, w []float32, wStride, heads int
 	for j := range heads {
 		o := out[j*outStride : j*outStride+hd]
 		rj := raw[j*hd : (j+1)*hd]
-		for c := range o {
-			o[c] += s[c]*rj[c] + m[c]*sums[j]
-		}
+		Mul(rj, rj, s)
+		Add(o, o, rj)
+		Axpy(sums[j], m, o)
 	}
 }
 

@@ -302,3 +302,46 @@ func TestKVQuantizerMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKVBlockAttention times one 32-token block of decode attention
+// for a group of 8 query heads of head_dim 64 (the tinyllama-1.1b shape):
+// the keys' scores and the values' weighted sums, from the block's F16
+// form and from its 8- and 4-bit tiles. Its ns/op, times the blocks of a
+// context and the kv heads and layers of a model, is what a tiered cache
+// spends on attention in a decode step.
+func BenchmarkKVBlockAttention(b *testing.B) {
+	const bt, hd, heads = 32, 64, 8
+	rng := rand.New(rand.NewPCG(7, 8))
+	keys := halvesOf(kvTileInput(rng, hd, bt, true))
+	vals := halvesOf(kvTileInput(rng, bt, hd, false))
+	q := make([]float32, heads*hd)
+	w := make([]float32, heads*bt)
+	for i := range q {
+		q[i] = float32(rng.NormFloat64())
+	}
+	for i := range w {
+		w[i] = rng.Float32() / bt
+	}
+	scores := make([]float32, heads*bt)
+	out := make([]float32, heads*hd)
+	scratch := make([]float32, KVScratchFloats(heads, hd))
+	b.Run("f16", func(b *testing.B) {
+		for b.Loop() {
+			clear(scores)
+			KVAccumRowsHalves(keys, bt, hd, bt, q, hd, heads, scores, bt)
+			KVAccumRowsHalves(vals, hd, bt, hd, w, bt, heads, out, hd)
+		}
+	})
+	for _, bits := range []int{8, 4} {
+		kt := make([]byte, KVTileBytes(bits, hd, bt, true))
+		vt := make([]byte, KVTileBytes(bits, bt, hd, false))
+		QuantizeKVTile(kt, keys, bt, bits, hd, bt, true)
+		QuantizeKVTile(vt, vals, hd, bits, bt, hd, false)
+		b.Run(fmt.Sprintf("q%d", bits), func(b *testing.B) {
+			for b.Loop() {
+				KVKeyScores(kt, bits, hd, bt, q, hd, heads, scores, bt, scratch)
+				KVValueAccum(vt, bits, bt, hd, w, bt, heads, out, hd, scratch)
+			}
+		})
+	}
+}
