@@ -2,7 +2,6 @@ package kvcache
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -166,7 +165,7 @@ func TestPagedRandomOpsWithStore(t *testing.T) {
 			st := p.Stats()
 			t.Logf("spilled %d, restored %d blocks", st.SpilledBlocks, st.RestoredBlocks)
 			if st.RestoredBlocks == 0 {
-				t.Fatal(fmt.Sprintf("nothing was restored: %+v", st))
+				t.Fatalf("nothing was restored: %+v", st)
 			}
 		})
 	}

@@ -136,17 +136,26 @@ func TestTieredAgainstExact(t *testing.T) {
 // TestTieredDecodeAllocatesNothing is the house rule on the tiered path,
 // across block boundaries (where blocks are quantized and forms move).
 func TestTieredDecodeAllocatesNothing(t *testing.T) {
-	b, _, _ := openFile(t, testmodel.Synth(t, "tiny", "Q8_0"), tieredOptions)
-	vocab := b.Model().VocabSize
-	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.Tiered})
-	q := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.Q4})
-	l1, l2 := make([]float32, vocab), make([]float32, vocab)
-	forward(t, b, backends.Step{Seq: s, Tokens: randomPrompt(5, 100, vocab), Logits: l1},
-		backends.Step{Seq: q, Tokens: randomPrompt(6, 90, vocab), Logits: l2})
-	steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: q, Tokens: []tokenizer.ID{2}, Logits: l2}}
-	if allocs := testing.AllocsPerRun(100, func() { forward(t, b, steps...) }); allocs != 0 {
+	if _, allocs := twoSeqDecodeAllocs(t, tieredOptions, kvcache.Tiered, kvcache.Q4, 100, 90); allocs != 0 {
 		t.Errorf("a tiered decode step allocates %.1f times", allocs)
 	}
+}
+
+// twoSeqDecodeAllocs opens the tiny model with o, prefills a sequence of
+// precision kvA with nA tokens and one of kvB with nB, and counts the
+// allocations of 100 decode steps of both at once (which cross block
+// boundaries). It returns the backend for the caller's further checks.
+func twoSeqDecodeAllocs(t *testing.T, o backends.Options, kvA, kvB kvcache.Precision, nA, nB int) (*Backend, float64) {
+	t.Helper()
+	b, _, _ := openFile(t, testmodel.Synth(t, "tiny", "Q8_0"), o)
+	vocab := b.Model().VocabSize
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvA})
+	q := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvB})
+	l1, l2 := make([]float32, vocab), make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: randomPrompt(uint64(nA), nA, vocab), Logits: l1},
+		backends.Step{Seq: q, Tokens: randomPrompt(uint64(nB)+1, nB, vocab), Logits: l2})
+	steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: q, Tokens: []tokenizer.ID{2}, Logits: l2}}
+	return b, testing.AllocsPerRun(100, func() { forward(t, b, steps...) })
 }
 
 // TestKVStoreRestart computes a prompt on a backend that keeps its blocks in
@@ -194,16 +203,9 @@ func TestKVStoreRestart(t *testing.T) {
 func TestKVStoreDecodeAllocatesNothing(t *testing.T) {
 	o := tieredOptions
 	o.KVStoreDir, o.KVStoreMax = t.TempDir(), 64<<20
-	b, _, _ := openFile(t, testmodel.Synth(t, "tiny", "Q8_0"), o)
-	vocab := b.Model().VocabSize
-	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.Tiered})
-	f := newSeq(t, b, backends.SequenceOptions{MaxLen: 512, KV: kvcache.F16})
-	l1, l2 := make([]float32, vocab), make([]float32, vocab)
-	forward(t, b, backends.Step{Seq: s, Tokens: randomPrompt(9, 10, vocab), Logits: l1},
-		backends.Step{Seq: f, Tokens: randomPrompt(10, 20, vocab), Logits: l2})
-	steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{1}, Logits: l1}, {Seq: f, Tokens: []tokenizer.ID{2}, Logits: l2}}
 	// 100 steps fill three blocks of each sequence.
-	if allocs := testing.AllocsPerRun(100, func() { forward(t, b, steps...) }); allocs != 0 {
+	b, allocs := twoSeqDecodeAllocs(t, o, kvcache.Tiered, kvcache.F16, 10, 20)
+	if allocs != 0 {
 		t.Errorf("a decode step with a store allocates %.1f times", allocs)
 	}
 	if st := b.KVStats(); st.SpilledBlocks < 6 {
