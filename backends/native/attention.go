@@ -136,7 +136,9 @@ func (j *attnJob) Do(task, worker int) {
 // first, so that a tiered cache's exact blocks give what an F16 cache
 // gives up to the order of the sums: that rounding moves the next-token
 // distributions of the mini models more than any other difference
-// (kl_test.go).
+// (kl_test.go). Scores are weighed as head weighs them (the soft-cap, the
+// window's mask, the scale, softmax), and with a window only the blocks
+// that hold positions within it are read.
 func (j *attnJob) tieredGroup(r, g, worker int) {
 	b, l := j.b, j.layer
 	bf, cfg := &b.buf, b.cfg
@@ -149,16 +151,24 @@ func (j *attnJob) tieredGroup(r, g, worker int) {
 	t := sg.seq.Table
 	p, blocks := t.Pool(), t.Blocks()
 	bt := p.BlockTokens()
-	nb := (n + bt - 1) / bt
-	stride := nb * bt // of one head's scores
+	// Positions lo ≤ t < n are seen; blocks b0 ≤ i < nb are read, from
+	// position first = b0·bt.
+	lo := 0
+	if j.window > 0 {
+		lo = max(0, n-j.window)
+	}
+	b0, nb := lo/bt, (n+bt-1)/bt
+	first := b0 * bt
+	seen := n - first
+	stride := (nb - b0) * bt // of one head's scores
 	s := &bf.attn[worker]
 	scores := s.group[:gh*stride]
 	qs := s.qs[:gh*hd]
 	copy(qs, bf.q[(r*heads+h0)*hd:(r*heads+h0+gh)*hd])
 	roundToHalves(qs, s.w16)
-	kernels.Scale(b.attnScale, qs)
-	for i, blk := range blocks[:nb] {
-		sc := scores[i*bt:]
+	for i := b0; i < nb; i++ {
+		blk := blocks[i]
+		sc := scores[(i-b0)*bt:]
 		switch f := p.ReadForm(blk, i, pos); f {
 		case kvcache.FormF16:
 			for h := range gh {
@@ -171,17 +181,18 @@ func (j *attnJob) tieredGroup(r, g, worker int) {
 		}
 	}
 	for h := range gh {
-		kernels.Softmax(scores[h*stride : h*stride+n])
-		roundToHalves(scores[h*stride:h*stride+n], s.w16)
+		j.weigh(scores[h*stride:h*stride+seen], lo-first)
+		roundToHalves(scores[h*stride:h*stride+seen], s.w16)
 	}
 	out := bf.att[(r*heads+h0)*hd : (r*heads+h0+gh)*hd]
 	clear(out)
-	for i, blk := range blocks[:nb] {
-		w := scores[i*bt:]
+	for i := b0; i < nb; i++ {
+		blk := blocks[i]
+		w := scores[(i-b0)*bt:]
 		switch f := p.ReadForm(blk, i, pos); f {
 		case kvcache.FormF16:
 			vals := p.HalfValues(blk, l)[g*bt*hd : (g+1)*bt*hd]
-			kernels.KVAccumRowsHalves(vals, hd, min(bt, n-i*bt), hd, w, stride, gh, out, hd)
+			kernels.KVAccumRowsHalves(vals, hd, min(bt, seen-(i-b0)*bt), hd, w, stride, gh, out, hd)
 		default:
 			// A row reads its own block, the only partial one, exactly.
 			kernels.KVValueAccum(p.QuantValues(blk, l, g, f), f.Bits(), bt, hd, w, stride, gh, out, hd, s.tileKV)

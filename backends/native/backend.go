@@ -2,7 +2,6 @@ package native
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
@@ -49,8 +48,6 @@ type Backend struct {
 	kvStore   *kvStore
 	storeKeys map[kvcache.Precision]neuralfield.Key
 	file      *gguf.File
-	// attnScale is llama.cpp's 1.0f/sqrtf(head_dim), the root rounded first.
-	attnScale float32
 	// tieredPass is set while the pass holds a row of a tiered pool.
 	tieredPass bool
 	closed     bool
@@ -116,7 +113,6 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	}
 	b.attnJob.b = b
 	b.gluJob.b = b
-	b.attnScale = 1 / float32(math.Sqrt(float64(cfg.HeadDim)))
 	if b.maxBatch == 0 {
 		b.maxBatch = backends.DefaultBatch
 	}
