@@ -38,9 +38,11 @@ func (s *sequence) SetAdapter(a *lora.Adapter, scale float32) error {
 	if err := s.UseAdapter(a, scale); err != nil {
 		return err
 	}
-	if a != nil && s.owner.kvStore != nil {
+	if a != nil && s.owner.kvStore != nil && s.Variant == 0 {
 		// The adapter's blocks chain in the store from a key of the
-		// pool's, the adapter's digest and the scale.
+		// pool's, the adapter's digest and the scale. A sequence of
+		// another variant (LongRoPE's long factors) computes other keys
+		// for the same tokens: it stays out of the store.
 		if k, ok := s.owner.storeKeys[s.Table.Pool().Type()]; ok {
 			s.Table.SetStoreNamespace(adapterStoreKey(k, a, scale))
 		}
