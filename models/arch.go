@@ -35,10 +35,12 @@ type Architecture struct {
 	// ffn_up is "mlp.gate_up_proj".
 	HF map[Role]string
 	// Sparse are the linear roles whose inputs activation sparsity
-	// thresholds (package sparse): a sparsified file may store their
-	// matrices input-channel-major, each with its input's thresholds (see
-	// SparseName). nil: the family cannot be sparsified.
-	Sparse []Role
+	// thresholds (package sparse), in groups of the roles that multiply one
+	// input (q, k and v the block's normalised input): a sparsified file
+	// may store their matrices input-channel-major, each with its input's
+	// thresholds (see SparseName), and calibration gives a group one
+	// sparsity per block. nil: the family cannot be sparsified.
+	Sparse [][]Role
 }
 
 // Module is the Hugging Face module path of the linear layer of role r in
@@ -238,10 +240,11 @@ var (
 	}
 )
 
-// blockLinear are the matrices of attentionTensors and swigluTensors: in a
-// SwiGLU block every projection's input is the kind whose small entries
-// activation sparsity zeroes (TEAL thresholds all seven).
-var blockLinear = []Role{AttnQ, AttnK, AttnV, AttnOut, FFNGate, FFNUp, FFNDown}
+// blockLinear are the matrices of attentionTensors and swigluTensors by
+// the input they multiply: in a SwiGLU block every projection's input is
+// the kind whose small entries activation sparsity zeroes (TEAL thresholds
+// all seven).
+var blockLinear = [][]Role{{AttnQ, AttnK, AttnV}, {AttnOut}, {FFNGate, FFNUp}, {FFNDown}}
 
 // qkvBiases are the biases of the q, k and v projections.
 func qkvBiases(optional bool) []TensorSpec {

@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,12 +61,18 @@ func ParseSparseName(name string) (r Role, layer int, suffix string, ok bool) {
 // Sparsifiable reports whether the architecture lets a sparsified file
 // store role r's matrices input-channel-major with input thresholds.
 func (a *Architecture) Sparsifiable(r Role) bool {
-	for _, s := range a.Sparse {
-		if s == r {
-			return true
+	_, ok := a.SparseGroup(r)
+	return ok
+}
+
+// SparseGroup is the index in Sparse of the group of role r.
+func (a *Architecture) SparseGroup(r Role) (int, bool) {
+	for g, roles := range a.Sparse {
+		if slices.Contains(roles, r) {
+			return g, true
 		}
 	}
-	return false
+	return -1, false
 }
 
 // Sparsified reports whether a file with these tensor names is sparsified:

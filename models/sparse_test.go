@@ -98,7 +98,10 @@ func TestLayoutOfASparsifiedFile(t *testing.T) {
 	}
 	// Roles the description does not list as sparsifiable are not looked
 	// for in the channel-major form.
-	if a.Sparsifiable(Output) || a.Sparsifiable(TokenEmbd) || !slices.Contains(a.Sparse, FFNUp) {
+	if a.Sparsifiable(Output) || a.Sparsifiable(TokenEmbd) || !a.Sparsifiable(FFNUp) {
 		t.Errorf("llama's Sparse: %v", a.Sparse)
+	}
+	if g, _ := a.SparseGroup(AttnK); !slices.Equal(a.Sparse[g], []Role{AttnQ, AttnK, AttnV}) {
+		t.Errorf("k shares its input with %v", a.Sparse[g])
 	}
 }
