@@ -28,6 +28,11 @@ type Options struct {
 	// the model's context length (one sequence of full length, or several
 	// sharing it, as llama.cpp's n_ctx).
 	KVTokens int
+	// Sparsity is the level at which a backend that runs sparsified files
+	// sparsely ("native-sparse") zeroes the small inputs of their
+	// matrices: a fraction, each matrix's threshold read from the file's
+	// calibration. 0 means the level the file was calibrated for.
+	Sparsity float64
 }
 
 // Opener makes a backend for a loaded model. The backend uses the model's
@@ -86,9 +91,9 @@ func Open(name string, m *models.Model, o Options) (Backend, error) {
 	if m == nil || m.Config == nil {
 		return nil, fmt.Errorf("backends: %s: the model was loaded without a runnable architecture", name)
 	}
-	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 {
-		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative",
-			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens)
+	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 || !(o.Sparsity >= 0 && o.Sparsity < 1) {
+		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d and KV tokens %d must not be negative, sparsity %g must be in [0, 1)",
+			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens, o.Sparsity)
 	}
 	return open(m, o)
 }
