@@ -20,11 +20,14 @@ type Matrix struct {
 	Thresholds Table
 }
 
-// Threshold sets dst to x with every entry of magnitude at or below
-// threshold zeroed.
-func Threshold(dst, x []float32, threshold float32) {
+// Threshold sets dst to x with every entry of magnitude at or below t
+// zeroed (and NaNs); dst has x's length at least.
+func Threshold(dst, x []float32, t float32) { threshold(dst, x, t) }
+
+// thresholdGeneric is Threshold's pure-Go twin.
+func thresholdGeneric(dst, x []float32, t float32) {
 	for i, v := range x {
-		if v > threshold || -v > threshold {
+		if v > t || -v > t {
 			dst[i] = v
 		} else {
 			dst[i] = 0

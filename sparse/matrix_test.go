@@ -51,7 +51,7 @@ func encoded(t kernels.DType, rows, cols int, rowMajor []byte) *Matrix {
 	return m
 }
 
-func threshold(x []float32, thr float32) []float32 {
+func thresholded(x []float32, thr float32) []float32 {
 	xt := make([]float32, len(x))
 	for i, v := range x {
 		if v > thr || -v > thr {
@@ -105,7 +105,7 @@ func TestMulVecIsTheDenseProductOfTheThresholdedInput(t *testing.T) {
 				m := encoded(dt, rows, cols, w)
 				x := randInput(r, cols)
 				for _, thr := range []float32{0, 0.5, 1.5, 1e9} {
-					xt := threshold(x, thr)
+					xt := thresholded(x, thr)
 					want := make([]float32, rows)
 					kernels.MatVec(nil, dt, w, rows, cols, xt, want, make([]byte, kernels.MatScratchBytes(dt, cols, 1)))
 					var first []float32
@@ -150,7 +150,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 				x := randInput(r, n*cols)
 				const thr = 0.7
 				want := make([]float32, n*rows)
-				kernels.MatMul(nil, dt, w, rows, cols, threshold(x, thr), n, want, make([]byte, kernels.MatScratchBytes(dt, cols, n)))
+				kernels.MatMul(nil, dt, w, rows, cols, thresholded(x, thr), n, want, make([]byte, kernels.MatScratchBytes(dt, cols, n)))
 				var s Scratch
 				s.Fit(m, n, p.Size())
 				out := make([]float32, n*rows)
@@ -185,5 +185,37 @@ func TestTableAt(t *testing.T) {
 		if bad.check() == nil {
 			t.Errorf("%v passes the check", bad)
 		}
+	}
+}
+
+// TestMulVecKeepsNoStalePlan runs the products of two matrices of one
+// shape on one input (the second reuses the first's plan), then on the
+// input changed in place, with one Scratch: each must be its own product.
+func TestMulVecKeepsNoStalePlan(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, dt := range layoutTypes {
+		const rows, cols = 64, 128
+		w1, w2 := randRowMajor(r, dt, rows, cols), randRowMajor(r, dt, rows, cols)
+		m1, m2 := encoded(dt, rows, cols, w1), encoded(dt, rows, cols, w2)
+		var s Scratch
+		s.Fit(m1, 1, 1)
+		x := randInput(r, cols)
+		check := func(what string, m *Matrix, w []byte) {
+			want := make([]float32, rows)
+			kernels.MatVec(nil, dt, w, rows, cols, thresholded(x, 0.5), want, make([]byte, kernels.MatScratchBytes(dt, cols, 1)))
+			got := make([]float32, rows)
+			m.MulVec(nil, x, 0.5, got, &s)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*math.Abs(float64(want[i]))+1e-6 {
+					t.Fatalf("%v, %s: row %d: %g, dense %g", dt, what, i, got[i], want[i])
+				}
+			}
+		}
+		check("first matrix", m1, w1)
+		check("second matrix, same input", m2, w2)
+		for i := range x {
+			x[i] = -x[i] * 1.5
+		}
+		check("input changed in place", m2, w2)
 	}
 }

@@ -1,7 +1,9 @@
 package sparse
 
 import (
+	"bytes"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/ruvllm/ruvllm/kernels"
@@ -23,17 +25,15 @@ import (
 // the partials costs little.
 const decodeTasks = 8
 
-// quad is four active input channels of one block, the unit of the kernel.
-type quad struct {
-	off [4]int32 // byte offset of each channel's column from its block's start
-	x   [4]int8  // the channels' quantized activations; 0 pads a block's last quad
-	ax  [4]uint8 // their magnitudes
-	_   [8]byte  // to 32 bytes
-}
+// The active channels of a mat-vec's blocks go four at a time (a quad),
+// the unit of the kernel, as two arrays: offs[4i+k], the byte offset of
+// channel k of quad i's column from its block's start, and xs[4i+k], its
+// quantized activation. A block's last quad is padded with its last column
+// and activation 0.
 
 // blockPlan is the work of one block of 32 input channels.
 type blockPlan struct {
-	q0, nq int32   // its quads (quantized formats) or active channels (float ones)
+	q0, nq int32   // its quads (quantized formats: offs[4·q0:], xs[4·q0:]) or active channels (float ones)
 	dx     float32 // the scale of its quantized activations
 	corr   int32   // Q4_0: 8·Σx, as the weights are d·(n−8) for nibbles n
 }
@@ -44,21 +44,31 @@ type blockPlan struct {
 // Fit sizes it once for the matrices, batch and threads it will serve, so
 // that a product allocates nothing. One goroutine uses it at a time.
 type Scratch struct {
-	act     [kernels.QK + 2]byte // one block of Q8_0 activations
-	block   [kernels.QK]float32  // one block of the thresholded input
-	quads   []quad
-	chans   []int32 // float formats: the active channels
+	act     []byte    // the thresholded input quantized to Q8_0
+	side    []byte    // per block of act its scale (float32) and 8·Σq (int32)
+	key     planKey   // what the plan in offs, xs and plans was made for
+	lastX   []float32 // and the input it was made of
+	offs    []int32   // the quads' columns (a quad's 4, and slack for the kernel's stores)
+	xs      []int8    // the quads' activations
+	counts  []int32   // quads per block
+	chans   []int32   // float formats: the active channels
 	plans   []blockPlan
 	partial []float32 // (decodeTasks, rows)
-	xt      []float32 // (n, cols): the thresholded input of a MatMul
+	xt      []float32 // (n, cols): the thresholded input
 	packed  []byte    // MatMulPacked's scratch
 	job     mulJob
 }
 
 // Fit grows s for products of m over up to n tokens on workers threads.
 func (s *Scratch) Fit(m *Matrix, n, workers int) {
+	s.key = planKey{}
 	nb := (m.Cols + kernels.QK - 1) / kernels.QK
-	s.quads = grow(s.quads, nb*kernels.QK/4)
+	s.offs = grow(s.offs, nb*kernels.QK+8)
+	s.xs = grow(s.xs, nb*kernels.QK+8)
+	s.counts = grow(s.counts, nb)
+	s.act = grow(s.act, nb*34)
+	s.side = grow(s.side, nb*8)
+	s.lastX = grow(s.lastX, m.Cols)
 	s.chans = grow(s.chans, m.Cols)
 	s.plans = grow(s.plans, nb)
 	s.partial = grow(s.partial, decodeTasks*m.Rows)
@@ -112,60 +122,71 @@ func (m *Matrix) MulVec(p *kernels.Pool, x []float32, threshold float32, out []f
 
 func (m *Matrix) quantized() bool { return m.Type == kernels.Q8_0 || m.Type == kernels.Q4_0 }
 
-// planQuantized quantizes the thresholded x by blocks as the dense product
-// quantizes activations (kernels.QuantizeActivations) and gathers each
-// block's non-zero quants into quads.
-func (m *Matrix) planQuantized(x []float32, threshold float32, s *Scratch) {
-	cb := colBytes(m.Type, m.Rows)
+// planQuantized thresholds x, quantizes it by blocks as the dense product
+// quantizes activations (kernels.QuantizeActivationsQ8_0) and gathers each
+// block's non-zero quants into quads. A plan is kept for the next call:
+// when that one has the same input (by content), threshold, format and
+// rows, as k's and v's products after each other, it is used again.
+func (m *Matrix) planQuantized(x []float32, thr float32, s *Scratch) {
+	nb := m.Cols / kernels.QK
+	key := planKey{typ: m.Type, rows: m.Rows, cols: m.Cols, threshold: thr}
+	if s.key == key && bytes.Equal(floatBytes(s.lastX[:m.Cols]), floatBytes(x)) {
+		return
+	}
+	xt := s.xt[:m.Cols]
+	threshold(xt, x, thr)
+	act, side := s.act[:nb*34], s.side[:nb*8]
+	kernels.QuantizeActivationsQ8_0(xt, act, side)
+	planBlocks(act, nb, int32(2*m.Rows), int32(colBytes(m.Type, m.Rows)), s.offs, s.xs, s.counts)
 	nq := int32(0)
-	tmp := &s.block
-	for b := range s.plans[:m.Cols/kernels.QK] {
-		for i, v := range x[b*kernels.QK : (b+1)*kernels.QK] {
-			if v > threshold || -v > threshold {
-				tmp[i] = v
-			} else {
-				tmp[i] = 0
-			}
-		}
-		kernels.QuantizeActivations(kernels.Q8_0, tmp[:], s.act[:])
-		pl := blockPlan{q0: nq, dx: kernels.FP16ToFP32(le.Uint16(s.act[:]))}
-		k := 0
-		var q *quad
-		var sum int32
-		for c, v := range s.act[2:] {
-			if v == 0 {
-				continue
-			}
-			if k == 0 {
-				q = &s.quads[nq]
-				nq++
-			}
-			xv := int8(v)
-			q.off[k] = int32(2*m.Rows + c*cb)
-			q.x[k], q.ax[k] = xv, uint8(abs8(xv))
-			sum += int32(xv)
-			k = (k + 1) % 4
-		}
-		for ; k != 0; k = (k + 1) % 4 { // pad with the last column, times 0
-			q.off[k], q.x[k], q.ax[k] = q.off[k-1], 0, 0
-		}
-		pl.nq = nq - pl.q0
+	for b := range nb {
+		pl := blockPlan{q0: nq, nq: s.counts[b], dx: math.Float32frombits(le.Uint32(side[8*b:]))}
 		if m.Type == kernels.Q4_0 {
-			pl.corr = 8 * sum
+			pl.corr = int32(le.Uint32(side[8*b+4:])) // 8·Σx
 		}
+		nq += pl.nq
 		s.plans[b] = pl
 	}
+	s.key = key
+	copy(s.lastX, x)
 }
 
-func abs8(v int8) int {
-	if v < 0 {
-		return -int(v)
+// floatBytes is x's memory, for comparing it by content.
+func floatBytes(x []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+}
+
+// planKey says what a kept plan was made for.
+type planKey struct {
+	typ        kernels.DType
+	rows, cols int
+	threshold  float32
+}
+
+// planBlocksGeneric lists the non-zero quants of nb Q8_0 blocks (act) as
+// quads, one block after the other: the offsets of their columns (first +
+// c·cb for channel c) in offs and the quants in xs; counts[b] is block b's
+// number of quads.
+func planBlocksGeneric(act []byte, nb int, first, cb int32, offs []int32, xs []int8, counts []int32) {
+	k := 0
+	for b := range nb {
+		start := k
+		for c, v := range act[34*b+2 : 34*b+34] {
+			if v != 0 {
+				offs[k], xs[k] = first+int32(c)*cb, int8(v)
+				k++
+			}
+		}
+		for ; k%4 != 0; k++ { // pad with the last column, times 0
+			offs[k], xs[k] = offs[k-1], 0
+		}
+		counts[b] = int32((k - start) / 4)
 	}
-	return int(v)
 }
 
 // planFloat lists each block's channels whose input stays.
 func (m *Matrix) planFloat(x []float32, threshold float32, s *Scratch) {
+	s.key = planKey{} // the plans are no quantized matrix's now
 	n := int32(0)
 	for b := range (m.Cols + kernels.QK - 1) / kernels.QK {
 		pl := blockPlan{q0: n}
@@ -193,7 +214,8 @@ func (j *mulJob) Do(task, _ int) {
 	m, s := j.m, j.s
 	y := s.partial[task*m.Rows : (task+1)*m.Rows]
 	first := true
-	for b := task * j.nb / j.tasks; b < (task+1)*j.nb/j.tasks; b++ {
+	b1 := (task + 1) * j.nb / j.tasks
+	for b := task * j.nb / j.tasks; b < b1; b++ {
 		pl := &s.plans[b]
 		if pl.nq == 0 {
 			continue
@@ -201,7 +223,18 @@ func (j *mulJob) Do(task, _ int) {
 		switch m.Type {
 		case kernels.Q8_0, kernels.Q4_0:
 			bb := blockBytes(m.Type, m.Rows)
-			blockKernel(m.Type, s.quads[pl.q0:pl.q0+pl.nq], m.Data[b*bb:(b+1)*bb], m.Rows, pl.dx, pl.corr, y, first)
+			next := b + 1 // the next block with work, whose columns the kernel starts reading
+			for next < b1 && s.plans[next].nq == 0 {
+				next++
+			}
+			var nOffs []int32
+			var nBlk []byte
+			if next < b1 {
+				np := &s.plans[next]
+				nOffs, nBlk = s.offs[4*np.q0:4*(np.q0+np.nq)], m.Data[next*bb:(next+1)*bb]
+			}
+			q0, q1 := 4*pl.q0, 4*(pl.q0+pl.nq)
+			blockKernel(m.Type, s.offs[q0:q1], s.xs[q0:q1], m.Data[b*bb:(b+1)*bb], m.Rows, pl.dx, pl.corr, y, first, nOffs, nBlk)
 		default:
 			if first {
 				clear(y)
@@ -224,16 +257,13 @@ func (j *mulJob) Do(task, _ int) {
 // for every row r, y[r] += float(Σ quads' x·w[r] − corr)·(d[r]·dx), the
 // integer sums of VPMADDUBSW/VPMADDWD, the float steps those of the AVX2
 // kernel (a fused multiply-add into y).
-func blockQuantGeneric(t kernels.DType, quads []quad, blk []byte, rows int, dx float32, corr int32, y []float32, first bool) {
+func blockQuantGeneric(t kernels.DType, offs []int32, xs []int8, blk []byte, rows int, dx float32, corr int32, y []float32, first bool) {
 	for g := 0; g < rows; g += 32 {
 		var acc [32]int32 // by row within the 32
-		for i := range quads {
-			q := &quads[i]
-			for k := range 4 {
-				col := blk[q.off[k]:]
-				for r := range 32 {
-					acc[r] += product(t, q.x[k], q.ax[k], quantAt(t, col, g+r))
-				}
+		for i, off := range offs {
+			col := blk[off:]
+			for r := range 32 {
+				acc[r] += product(t, xs[i], quantAt(t, col, g+r))
 			}
 		}
 		for r := range 32 {
@@ -247,20 +277,20 @@ func blockQuantGeneric(t kernels.DType, quads []quad, blk []byte, rows int, dx f
 	}
 }
 
-// product is what the kernel adds for activation x (magnitude ax) and
-// quant q: for Q4_0 x·q, q a nibble; for Q8_0 ax·w with w the int8 quant
-// given x's sign by VPSIGNB (zero for x = 0; negating −128 leaves −128, as
-// in ggml's dense kernels, though no quantizer writes −128).
-func product(t kernels.DType, x int8, ax uint8, q byte) int32 {
+// product is what the kernel adds for activation x and quant q: for Q4_0
+// x·q, q a nibble; for Q8_0 |x|·w with w the int8 quant given x's sign by
+// VPSIGNB (zero for x = 0; negating −128 leaves −128, as in ggml's dense
+// kernels, though no quantizer writes −128).
+func product(t kernels.DType, x int8, q byte) int32 {
 	if t == kernels.Q4_0 {
 		return int32(x) * int32(q)
 	}
-	w := int8(q)
+	w, ax := int8(q), int32(x)
 	switch {
 	case x == 0:
 		w = 0
 	case x < 0:
-		w = -w
+		w, ax = -w, -ax
 	}
-	return int32(ax) * int32(w)
+	return ax * int32(w)
 }
