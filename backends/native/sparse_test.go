@@ -1,7 +1,9 @@
 package native
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
@@ -233,4 +236,99 @@ func TestSparseDecodeAllocatesNothing(t *testing.T) {
 			t.Errorf("%d threads: a sparse decode step allocates %.1f times", threads, allocs)
 		}
 	}
+}
+
+// TestSparseKLOnReferencePrompts measures, on every llama.cpp reference
+// run whose model has channel-major matrices once sparsified, the mean KL
+// divergence of the next-token distributions at each sparsity level from
+// the same file run whole (the dense model): llama.cpp's prompt in one
+// batch, then its tokens one at a time, as TestReferenceParity replays
+// them. The divergence must grow with the level and stay finite; the
+// figures are logged (go test -run KLOnReference -v) for the README.
+func TestSparseKLOnReferencePrompts(t *testing.T) {
+	dir := shared.Path(t, "reference")
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.logits.json"))
+	if err != nil || len(files) == 0 {
+		t.Skipf("no reference runs in %s", dir)
+	}
+	root := filepath.Dir(dir)
+	levels := []float64{0.25, 0.4, 0.5, 0.6}
+	byModel := map[string][]string{}
+	var names []string
+	for _, file := range files {
+		model := filepath.Base(filepath.Dir(file))
+		if byModel[model] == nil {
+			names = append(names, model)
+		}
+		byModel[model] = append(byModel[model], file)
+	}
+	for _, model := range names {
+		t.Run(model, func(t *testing.T) {
+			refs := make([]reference, len(byModel[model]))
+			for i, file := range byModel[model] {
+				raw, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal(raw, &refs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := sparsify(t, modelPath(root, refs[0].ModelFile))
+			whole, _, _ := openFile(t, path, backends.Options{Threads: 2})
+			if len(whole.w.sparseMatrices()) == 0 {
+				t.Skipf("%s has no matrix of a format with a channel-major layout", model)
+			}
+			kl := make([]float64, len(levels))
+			steps := 0
+			for _, ref := range refs {
+				want := replay(t, whole, &ref)
+				steps += len(want)
+				for k, s := range levels {
+					got := replay(t, openSparse(t, path, backends.Options{Threads: 2, Sparsity: s}), &ref)
+					for i := range got {
+						kl[k] += klDivergence(want[i], got[i])
+					}
+				}
+			}
+			line := ""
+			for k, s := range levels {
+				kl[k] /= float64(steps)
+				line += fmt.Sprintf("  %.2f: %.3g", s, kl[k])
+				if math.IsNaN(kl[k]) || math.IsInf(kl[k], 0) || kl[k] <= 0 || (k > 0 && kl[k] < kl[k-1]*0.9) {
+					t.Errorf("sparsity %.2f: mean KL %g, after %g at %.2f", s, kl[k], kl[max(k-1, 0)], levels[max(k-1, 0)])
+				}
+			}
+			t.Logf("%s: mean KL from dense over %d steps of %d prompts:%s", model, steps, len(refs), line)
+		})
+	}
+}
+
+// replay runs a reference's prompt in one batch and its chosen tokens one
+// at a time, returning the logits of every step.
+func replay(t *testing.T, b *Backend, ref *reference) [][]float32 {
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: len(ref.PromptTokens) + len(ref.Steps)})
+	defer s.Close()
+	toks := ref.PromptTokens
+	out := make([][]float32, len(ref.Steps))
+	for i, st := range ref.Steps {
+		out[i] = make([]float32, b.Model().VocabSize)
+		forward(t, b, backends.Step{Seq: s, Tokens: toks, Logits: out[i]})
+		toks = []tokenizer.ID{tokenizer.ID(st.Chosen)}
+	}
+	return out
+}
+
+// klDivergence is KL(softmax(p) ‖ softmax(q)) of two rows of logits.
+func klDivergence(p, q []float32) float64 {
+	pp, qq := make([]float64, len(p)), make([]float64, len(q))
+	softmax(p, pp)
+	softmax(q, qq)
+	var kl float64
+	for i := range pp {
+		if pp[i] > 0 {
+			kl += pp[i] * (math.Log(pp[i]) - math.Log(max(qq[i], 1e-300)))
+		}
+	}
+	return kl
 }
