@@ -14,8 +14,6 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
-	"github.com/ruvllm/ruvllm/models"
-	"github.com/ruvllm/ruvllm/models/gguf"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 	"github.com/ruvllm/ruvllm/sparse"
 )
@@ -97,20 +95,7 @@ func decodeTol(ft string) float64 {
 // openSparse opens the sparsified file at path on native-sparse.
 func openSparse(tb testing.TB, path string, opt backends.Options) *Backend {
 	tb.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	cfg, err := models.ReadConfig(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b, err := NewSparse(f, cfg, opt)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { b.Close() })
+	b, _, _ := openWith(tb, path, opt, NewSparse)
 	return b
 }
 
