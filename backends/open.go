@@ -46,6 +46,11 @@ type Options struct {
 	// not spill.
 	KVStoreDir string
 	KVStoreMax int64
+	// Sparsity is the level at which a backend that runs sparsified files
+	// sparsely ("native-sparse") zeroes the small inputs of their
+	// matrices: a fraction, each matrix's threshold read from the file's
+	// calibration. 0 means the level the file was calibrated for.
+	Sparsity float64
 }
 
 // Opener makes a backend for a loaded model. The backend uses the model's
@@ -107,9 +112,9 @@ func Open(name string, m *models.Model, o Options) (Backend, error) {
 	if o.KVStoreDir != "" && o.KVStoreMax <= 0 {
 		return nil, fmt.Errorf("backends: a KV store in %s needs a positive size, not %d", o.KVStoreDir, o.KVStoreMax)
 	}
-	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 || o.KVHotTokens < 0 || o.KVWarmTokens < 0 || o.KVSequences < 0 {
-		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d, KV tokens %d, hot %d, warm %d and sequences %d must not be negative",
-			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens, o.KVHotTokens, o.KVWarmTokens, o.KVSequences)
+	if o.Threads < 0 || o.MaxBatch < 0 || o.KVBytes < 0 || o.KVTokens < 0 || o.KVHotTokens < 0 || o.KVWarmTokens < 0 || o.KVSequences < 0 || !(o.Sparsity >= 0 && o.Sparsity < 1) {
+		return nil, fmt.Errorf("backends: threads %d, max batch %d, KV bytes %d, KV tokens %d, hot %d, warm %d and sequences %d must not be negative, sparsity %g must be in [0, 1)",
+			o.Threads, o.MaxBatch, o.KVBytes, o.KVTokens, o.KVHotTokens, o.KVWarmTokens, o.KVSequences, o.Sparsity)
 	}
 	return open(m, o)
 }

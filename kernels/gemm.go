@@ -220,7 +220,12 @@ type gemmJob struct {
 func (j *gemmJob) Do(task, _ int) {
 	rc, tc := task%j.nRowChunks, task/j.nRowChunks
 	r0, t0 := rc*j.rowChunk, tc*gemmTokChunk
-	r1, t1 := min(r0+j.rowChunk, j.rows), min(t0+gemmTokChunk, j.n)
+	j.run(r0, min(r0+j.rowChunk, j.rows), t0, min(t0+gemmTokChunk, j.n))
+}
+
+// run computes rows [r0, r1) against tokens [t0, t1) (t0 a multiple of
+// gemmTokChunk) with the format's kernels.
+func (j *gemmJob) run(r0, r1, t0, t1 int) {
 	switch {
 	case j.groups != nil:
 		j.doGroups(r0, r1, t0, t1)
@@ -570,6 +575,27 @@ func packQ8Group(wt DType, l groupLayout, g []byte, p int, row, side []byte) {
 // matMulBlocked is MatMul with the blocked kernels of f; the sizes have been
 // checked.
 func matMulBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
+	j := prepareBlocked(p, f, tr, t, w, rows, cols, x, n, out, scratch)
+	j.rowChunk = gemmRowChunkFor(j.f, rows, n, p.Size(), j.groups != nil)
+	j.nRowChunks = (rows + j.rowChunk - 1) / j.rowChunk
+	nTasks := j.nRowChunks * ((n + gemmTokChunk - 1) / gemmTokChunk)
+	if p == nil {
+		for task := range nTasks {
+			j.Do(task, 0)
+		}
+		return
+	}
+	p.mu.Lock()
+	p.gemm = j
+	p.run(nTasks, &p.gemm)
+	p.gemm = gemmJob{}
+	p.mu.Unlock()
+}
+
+// prepareBlocked writes the blocked kernels' activations of x into scratch
+// and returns the job that runs them against w; the caller sets its work
+// split.
+func prepareBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) gemmJob {
 	if f.narrow != nil && n <= f.narrow.layout.tokens {
 		f = f.narrow
 	}
@@ -615,19 +641,5 @@ func matMulBlocked(p *Pool, f *gemmFormat, tr *Traits, t DType, w []byte, rows, 
 		p.prep = prepJob{}
 		p.mu.Unlock()
 	}
-
-	j.rowChunk = gemmRowChunkFor(f, rows, n, p.Size(), j.groups != nil)
-	j.nRowChunks = (rows + j.rowChunk - 1) / j.rowChunk
-	nTasks := j.nRowChunks * ((n + gemmTokChunk - 1) / gemmTokChunk)
-	if p == nil {
-		for task := range nTasks {
-			j.Do(task, 0)
-		}
-		return
-	}
-	p.mu.Lock()
-	p.gemm = j
-	p.run(nTasks, &p.gemm)
-	p.gemm = gemmJob{}
-	p.mu.Unlock()
+	return j
 }

@@ -64,20 +64,7 @@ func MatVec(p *Pool, t DType, w []byte, rows, cols int, x, out []float32, scratc
 // out[j·rows + r] equals VecDot of row r and token j's quantized activations.
 // It does not allocate. Wrong sizes panic.
 func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
-	tr, ok := TraitsOf(t)
-	if !ok {
-		panic("kernels: MatMul: no dot product for " + t.String())
-	}
-	wRow := t.RowBytes(cols)
-	need := MatScratchBytes(t, cols, n)
-	switch {
-	case rows < 0 || n < 0 || wRow < 0 || need < 0:
-		panic(fmt.Sprintf("kernels: MatMul of %v (%d, %d) by %d tokens: bad shape", t, rows, cols, n))
-	case len(w) < rows*wRow || len(x) < n*cols || len(out) < n*rows || len(scratch) < need:
-		panic(fmt.Sprintf("kernels: MatMul of %v (%d, %d) by %d tokens: got %d weight bytes (need %d), "+
-			"%d inputs (%d), %d outputs (%d), %d scratch bytes (%d)",
-			t, rows, cols, n, len(w), rows*wRow, len(x), n*cols, len(out), n*rows, len(scratch), need))
-	}
+	tr := checkMatMul("MatMul", t, len(w), rows, cols, len(x), n, len(out), len(scratch), MatScratchBytes(t, cols, n))
 	if rows == 0 || n == 0 {
 		return
 	}
@@ -85,13 +72,50 @@ func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out 
 		matMulBlocked(p, f, tr, t, w, rows, cols, x, n, out, scratch)
 		return
 	}
+	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
+	nTasks := (rows + matRowBlock - 1) / matRowBlock * j.nTokBlocks
+	if p == nil {
+		for task := range nTasks {
+			j.Do(task, 0)
+		}
+		return
+	}
+	p.mu.Lock()
+	p.mat = j
+	p.run(nTasks, &p.mat)
+	p.mat = matJob{} // drop the references to the caller's buffers
+	p.mu.Unlock()
+}
 
+// checkMatMul returns the traits of t after checking the sizes of a
+// product of a (rows, cols) matrix of type t given in wBytes by n tokens;
+// need is the scratch it takes. Wrong sizes panic, naming op.
+func checkMatMul(op string, t DType, wBytes, rows, cols, xLen, n, outLen, scratchLen, need int) *Traits {
+	tr, ok := TraitsOf(t)
+	if !ok {
+		panic("kernels: " + op + ": no dot product for " + t.String())
+	}
+	wRow := t.RowBytes(cols)
+	switch {
+	case rows < 0 || n < 0 || wRow < 0 || need < 0:
+		panic(fmt.Sprintf("kernels: %s of %v (%d, %d) by %d tokens: bad shape", op, t, rows, cols, n))
+	case wBytes < rows*wRow || xLen < n*cols || outLen < n*rows || scratchLen < need:
+		panic(fmt.Sprintf("kernels: %s of %v (%d, %d) by %d tokens: got %d weight bytes (need %d), "+
+			"%d inputs (%d), %d outputs (%d), %d scratch bytes (%d)",
+			op, t, rows, cols, n, wBytes, rows*wRow, xLen, n*cols, outLen, n*rows, scratchLen, need))
+	}
+	return tr
+}
+
+// prepareVecDot quantizes the activations of the VecDot path into scratch
+// and returns the job that runs them against w.
+func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) matJob {
 	var acts []byte
 	aRow := tr.VecDotType.RowBytes(cols)
 	if tr.VecDotType == F32 {
 		acts = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), n*cols*4)
 	} else {
-		acts = scratch[:need]
+		acts = scratch[:n*aRow]
 		q := quantJob{t: tr.VecDotType, x: x, cols: cols, a: acts, aRow: aRow}
 		if p == nil || n == 1 {
 			for j := range n {
@@ -105,27 +129,14 @@ func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out 
 			p.mu.Unlock()
 		}
 	}
-
-	j := matJob{
+	return matJob{
 		vecDot: tr.VecDot,
-		w:      w, wRow: wRow,
+		w:      w, wRow: t.RowBytes(cols),
 		a: acts, aRow: aRow,
 		rows: rows, cols: cols, n: n,
 		out:        out,
 		nTokBlocks: (n + matTokBlock - 1) / matTokBlock,
 	}
-	nTasks := (rows + matRowBlock - 1) / matRowBlock * j.nTokBlocks
-	if p == nil {
-		for task := range nTasks {
-			j.Do(task, 0)
-		}
-		return
-	}
-	p.mu.Lock()
-	p.mat = j
-	p.run(nTasks, &p.mat)
-	p.mat = matJob{} // drop the references to the caller's buffers
-	p.mu.Unlock()
 }
 
 // quantJob quantizes activation row task of x into a.
@@ -157,7 +168,11 @@ type matJob struct {
 func (j *matJob) Do(task, _ int) {
 	rb, tb := task/j.nTokBlocks, task%j.nTokBlocks
 	r0, t0 := rb*matRowBlock, tb*matTokBlock
-	r1, t1 := min(r0+matRowBlock, j.rows), min(t0+matTokBlock, j.n)
+	j.run(r0, min(r0+matRowBlock, j.rows), t0, min(t0+matTokBlock, j.n))
+}
+
+// run computes rows [r0, r1) against tokens [t0, t1).
+func (j *matJob) run(r0, r1, t0, t1 int) {
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
 		for t := t0; t < t1; t++ {

@@ -56,10 +56,11 @@ type Pool struct {
 
 	// Jobs of this package's own parallel kernels, kept here so that a call
 	// needs no allocation; guarded by mu.
-	mat  matJob
-	gemm gemmJob
-	prep prepJob
-	quan quantJob
+	mat    matJob
+	gemm   gemmJob
+	prep   prepJob
+	quan   quantJob
+	packed packedJob
 }
 
 const (

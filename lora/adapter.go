@@ -259,7 +259,7 @@ func (a *Adapter) Validate(cfg *models.Config, base *gguf.File) error {
 		if _, _, ok := cfg.LinearShape(name); !ok {
 			return notLinear(cfg, name)
 		}
-		ti, ok := base.Tensor(name)
+		ti, ok := models.FindMatrix(base, name)
 		if !ok {
 			return invalidf("%s is not in the base model (wrong base model?)", name)
 		}

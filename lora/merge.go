@@ -34,6 +34,9 @@ func Merge(base *gguf.File, a *Adapter, path string, o MergeOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := models.NotSparsified(base); err != nil {
+		return fmt.Errorf("lora: %w", err)
+	}
 	if err := a.Validate(cfg, base); err != nil {
 		return err
 	}

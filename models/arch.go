@@ -34,6 +34,13 @@ type Architecture struct {
 	// checkpoints name otherwise than the role does (RoleSpec.HF): Phi-3's
 	// ffn_up is "mlp.gate_up_proj".
 	HF map[Role]string
+	// Sparse are the linear roles whose inputs activation sparsity
+	// thresholds (package sparse), in groups of the roles that multiply one
+	// input (q, k and v the block's normalised input): a sparsified file
+	// may store their matrices input-channel-major, each with its input's
+	// thresholds (see SparseName), and calibration gives a group one
+	// sparsity per block. nil: the family cannot be sparsified.
+	Sparse [][]Role
 }
 
 // Module is the Hugging Face module path of the linear layer of role r in
@@ -233,6 +240,12 @@ var (
 	}
 )
 
+// blockLinear are the matrices of attentionTensors and swigluTensors by
+// the input they multiply: in a SwiGLU block every projection's input is
+// the kind whose small entries activation sparsity zeroes (TEAL thresholds
+// all seven).
+var blockLinear = [][]Role{{AttnQ, AttnK, AttnV}, {AttnOut}, {FFNGate, FFNUp}, {FFNDown}}
+
 // qkvBiases are the biases of the q, k and v projections.
 func qkvBiases(optional bool) []TensorSpec {
 	return []TensorSpec{
@@ -265,6 +278,7 @@ func (a *Architecture) Layout(c *Config, names []string, dims func(name string) 
 			named[name] = true
 			got, ok := dims(name)
 			switch {
+			case !ok && a.Sparsifiable(t.Role) && sparseLayout(&e, t.Role, l, want, named, dims):
 			case !ok:
 				e.Missing++
 			case !sameShape(got, want):
@@ -297,8 +311,11 @@ type LayoutEntry struct {
 	Shape    []int // row-major, as the architecture wants it
 	Optional bool
 	Present  int
-	Missing  int
-	Wrong    []string
+	// ChannelMajor are the present tensors a sparsified file stores
+	// input-channel-major (SparseName), with their thresholds.
+	ChannelMajor int
+	Missing      int
+	Wrong        []string
 }
 
 // Problems lists what makes a file unrunnable: required tensors missing,

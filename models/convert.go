@@ -15,6 +15,9 @@ import (
 // Rows are converted through float32, so any format we can read can be the
 // source. threads <= 0 means all cores.
 func QuantizeFile(f *gguf.File, path string, plan QuantPlan, threads int) error {
+	if err := NotSparsified(f); err != nil {
+		return err
+	}
 	w := gguf.NewWriter()
 	w.CopyKV(f)
 	w.Set("general.file_type", plan.Type.llama)      //nolint:errcheck

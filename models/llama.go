@@ -15,6 +15,7 @@ var llama = &Architecture{
 		qkvBiases(true),
 		gatedFFNTensors,
 	),
+	Sparse: blockLinear,
 }
 
 func init() { Register(llama) }

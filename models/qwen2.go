@@ -12,6 +12,7 @@ var qwen2 = &Architecture{
 		qkvBiases(false),
 		gatedFFNTensors,
 	),
+	Sparse: blockLinear,
 }
 
 func init() { Register(qwen2) }

@@ -20,6 +20,12 @@ import (
 // openFile loads the model at path, returning the backend and its file.
 func openFile(tb testing.TB, path string, opt backends.Options) (*Backend, *gguf.File, *models.Config) {
 	tb.Helper()
+	return openWith(tb, path, opt, New)
+}
+
+// openWith is openFile with the backend's constructor (New or NewSparse).
+func openWith(tb testing.TB, path string, opt backends.Options, open func(*gguf.File, *models.Config, backends.Options) (*Backend, error)) (*Backend, *gguf.File, *models.Config) {
+	tb.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -29,7 +35,7 @@ func openFile(tb testing.TB, path string, opt backends.Options) (*Backend, *gguf
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := New(f, cfg, opt)
+	b, err := open(f, cfg, opt)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
 	"github.com/ruvllm/ruvllm/neuralfield"
+	"github.com/ruvllm/ruvllm/sparse"
 )
 
 // logitsChunk is how many output rows the output projection computes at
@@ -57,20 +58,46 @@ type Backend struct {
 	// tap, when set (by tests), sees the activations at named points of
 	// every pass; see observe.
 	tap func(point string, layer int, x []float32)
+	// inputs, when set, sees the input of every block matrix
+	// (ObserveInputs).
+	inputs func(layer int, name string, x []float32)
+	// sparsity is the level the sparsified matrices run at.
+	sparsity float64
 }
 
 var _ backends.Backend = (*Backend)(nil)
+
+// SparseBackend is the name the native backend registers its sparse run of
+// sparsified files under (backends.Open).
+const SparseBackend = "native-sparse"
 
 func init() {
 	backends.Register("native", func(m *models.Model, o backends.Options) (backends.Backend, error) {
 		return New(m.File, m.Config, o)
 	})
+	backends.Register(SparseBackend, func(m *models.Model, o backends.Options) (backends.Backend, error) {
+		return NewSparse(m.File, m.Config, o)
+	})
 }
 
 // New prepares a backend for the model in f, described by cfg (from
 // models.ReadConfig). The weights are used in place: f must stay open until
-// the backend is closed.
+// the backend is closed. A sparsified file runs with every input kept
+// (sparsity 0): the dense model's outputs, its single tokens still skipping
+// the columns of exact zeros.
 func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, error) {
+	return newBackend(f, cfg, opt, false)
+}
+
+// NewSparse is New for a sparsified file run sparsely: the inputs of its
+// channel-major matrices are thresholded at level opt.Sparsity (0: the
+// file's calibrated level), and a single token's products skip the columns
+// of the zeroed inputs. A file that is not sparsified is refused.
+func NewSparse(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, error) {
+	return newBackend(f, cfg, opt, true)
+}
+
+func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely bool) (*Backend, error) {
 	if cfg.HeadDimV != cfg.HeadDim {
 		return nil, fmt.Errorf("native: value head size %d differs from key head size %d, which is not supported", cfg.HeadDimV, cfg.HeadDim)
 	}
@@ -89,9 +116,21 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	if err != nil {
 		return nil, err
 	}
+	level := 0.0
+	if sparsely {
+		if level, err = sparseLevel(f, w, opt.Sparsity); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range w.sparseMatrices() {
+		if m.threshold, err = m.sparse.Thresholds.At(level); err != nil {
+			return nil, fmt.Errorf("native: %s: %w", m.name, err)
+		}
+	}
 	b := &Backend{
 		cfg:      cfg,
 		w:        w,
+		sparsity: level,
 		block:    block,
 		maxBatch: opt.MaxBatch,
 		kvBytes:  opt.KVBytes,
@@ -116,14 +155,15 @@ func New(f *gguf.File, cfg *models.Config, opt backends.Options) (*Backend, erro
 	if b.maxBatch == 0 {
 		b.maxBatch = backends.DefaultBatch
 	}
-	if err := b.buf.size(cfg, w, b.maxBatch); err != nil {
+	b.pool = kernels.NewPool(opt.Threads)
+	if err := b.buf.size(cfg, w, b.maxBatch, b.pool.Size()); err != nil {
+		b.pool.Close()
 		return nil, err
 	}
 	for i := range b.rotary {
 		b.rotary[i].cos = make([]float32, b.maxBatch*cfg.RopeDim/2)
 		b.rotary[i].sin = make([]float32, b.maxBatch*cfg.RopeDim/2)
 	}
-	b.pool = kernels.NewPool(opt.Threads)
 	return b, nil
 }
 
@@ -185,6 +225,28 @@ func (b *Backend) setRotary() error {
 	return nil
 }
 
+// sparseLevel is the sparsity a sparse run of f uses: asked, or else the
+// file's calibrated one.
+func sparseLevel(f *gguf.File, w *weights, asked float64) (float64, error) {
+	info, ok := sparse.ReadInfo(f)
+	if !ok || len(w.sparseMatrices()) == 0 {
+		return 0, fmt.Errorf("native: the file is not sparsified (ruvllm-serve sparsify writes one), so it cannot run on %s", SparseBackend)
+	}
+	if asked == 0 {
+		return info.Sparsity, nil
+	}
+	return asked, nil
+}
+
+// Sparsity is the level the backend's sparsified matrices run at: 0 when
+// every input is kept.
+func (b *Backend) Sparsity() float64 { return b.sparsity }
+
+// ObserveInputs makes every matrix of the blocks show f its input, n
+// tokens of its columns, before the product (nil: none), so that a
+// calibration sees what the projections multiply.
+func (b *Backend) ObserveInputs(f func(layer int, name string, x []float32)) { b.inputs = f }
+
 // Model describes the loaded model.
 func (b *Backend) Model() backends.ModelInfo {
 	return backends.ModelInfo{
@@ -236,10 +298,12 @@ type buffers struct {
 	// outRuns (≤ logitsChunk) those of a chunk of output rows.
 	runs, outRuns []adapterRun
 	loraScratch   []float32 // (batch, largest adapter rank): A·x; grown by SetAdapter
+	sparse        sparse.Scratch
+	thresholded   []float32 // (batch, largest cols): a calibration's thresholded input
 }
 
-// size allocates the buffers for batches of n tokens.
-func (bf *buffers) size(cfg *models.Config, w *weights, n int) error {
+// size allocates the buffers for batches of n tokens on threads threads.
+func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	qkvRows, upRows := 0, 0
 	for i := range w.blocks {
@@ -276,10 +340,36 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n int) error {
 		quant = max(quant, s)
 	}
 	bf.quant = make([]byte, quant)
+	for _, m := range w.sparseMatrices() {
+		bf.sparse.Fit(m.sparse, n, threads)
+	}
 	bf.segs = make([]segment, 0, n)
 	bf.rowSeg = make([]int32, n)
 	bf.outs = make([]outRow, 0, n)
 	bf.runs = make([]adapterRun, 0, n)
 	bf.outRuns = make([]adapterRun, 0, min(n, logitsChunk))
 	return nil
+}
+
+// ThresholdInputs makes each block matrix stored row-major zero the
+// entries of its input of magnitude at or below threshold(name) before its
+// product (0: none), as a sparsified file's matrices do: the model a
+// calibration measures the error of. nil restores the dense model. The
+// channel-major matrices of a sparsified file keep their level.
+func (b *Backend) ThresholdInputs(threshold func(name string) float32) {
+	for _, m := range b.w.matrices() {
+		if m.sparse == nil && m.layer >= 0 {
+			m.threshold = 0
+			if threshold != nil {
+				m.threshold = threshold(m.name)
+			}
+		}
+	}
+	if threshold != nil && b.buf.thresholded == nil {
+		cols := 0
+		for _, m := range b.w.matrices() {
+			cols = max(cols, m.cols)
+		}
+		b.buf.thresholded = make([]float32, b.maxBatch*cols)
+	}
 }

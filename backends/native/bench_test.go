@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
@@ -83,4 +84,82 @@ func benchPromptAndDecode(b *testing.B, be *Backend, name string) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 		b.ReportMetric((cpuTime()-cpu).Seconds()*1e3/float64(b.N), "cpu-ms/token")
 	})
+}
+
+// BenchmarkSparseAgainstDense times the tinyllama-1.1b shape (synthesized,
+// random weights; sparsified as the tests sparsify) against its dense file
+// in one run: each iteration runs one step on the dense file and one on
+// the sparsified file at a level, one after the other, so that the
+// machine's drift (2 shared vCPUs) hits both alike. It reports both speeds
+// and their ratio (x-dense): decode one token per step with up to 256
+// tokens of context, prefill a 128-token prompt.
+func BenchmarkSparseAgainstDense(b *testing.B) {
+	const prompt, ctx = 128, 256
+	for _, ft := range []string{"Q8_0", "Q4_0"} {
+		path := testmodel.Synth(b, "tinyllama-1.1b", ft)
+		sparsePath := sparsify(b, path)
+		for _, threads := range []int{1, 2} {
+			opt := backends.Options{Threads: threads, MaxBatch: prompt, KVTokens: 2 * ctx}
+			dense, _, _ := openFile(b, path, opt)
+			toks := make([]tokenizer.ID, prompt)
+			for i := range toks {
+				toks[i] = tokenizer.ID((i*7 + 1) % dense.Model().VocabSize)
+			}
+			for _, level := range []float64{0.25, 0.4, 0.5, 0.6} {
+				o := opt
+				o.Sparsity = level
+				sp := openSparse(b, sparsePath, o)
+				bes := [2]*Backend{dense, sp}
+				var seqs [2]backends.Sequence
+				for i, be := range bes {
+					seqs[i] = newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
+				}
+				logits := make([]float32, dense.Model().VocabSize)
+				name := fmt.Sprintf("%s/threads=%d/sparsity=%.2f", ft, threads, level)
+				b.Run(name+"/decode", func(b *testing.B) {
+					var took [2]time.Duration
+					for i := range seqs {
+						seqs[i].Reset()
+					}
+					for b.Loop() {
+						for i, be := range bes {
+							if seqs[i].Len() == ctx {
+								seqs[i].Reset()
+							}
+							start := time.Now()
+							forward(b, be, backends.Step{Seq: seqs[i], Tokens: toks[:1], Logits: logits})
+							took[i] += time.Since(start)
+						}
+					}
+					reportAgainstDense(b, took, b.N)
+				})
+				if level == 0.5 {
+					b.Run(name+"/prefill", func(b *testing.B) {
+						var took [2]time.Duration
+						for b.Loop() {
+							for i, be := range bes {
+								seqs[i].Reset()
+								start := time.Now()
+								forward(b, be, backends.Step{Seq: seqs[i], Tokens: toks, Logits: logits})
+								took[i] += time.Since(start)
+							}
+						}
+						reportAgainstDense(b, took, prompt*b.N)
+					})
+				}
+				for _, s := range seqs {
+					s.Close()
+				}
+				sp.Close()
+			}
+		}
+	}
+}
+
+// reportAgainstDense reports the tokens/s of the dense (took[0]) and the
+// sparse (took[1]) runs of tokens each, and their ratio.
+func reportAgainstDense(b *testing.B, took [2]time.Duration, tokens int) {
+	b.ReportMetric(float64(tokens)/took[0].Seconds(), "dense-tokens/s")
+	b.ReportMetric(float64(tokens)/took[1].Seconds(), "sparse-tokens/s")
+	b.ReportMetric(took[0].Seconds()/took[1].Seconds(), "x-dense")
 }

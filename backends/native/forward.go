@@ -6,6 +6,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/sparse"
 )
 
 // segment is a run of consecutive tokens of one sequence within a pass.
@@ -183,13 +184,29 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 // W by the adapter of each run of rows (adapter.go): the one place a linear
 // layer is computed. The activations are quantized to W's dot-product
 // format first, as llama.cpp does. A single token is a matrix-vector
-// product.
+// product. A channel-major matrix of a sparsified file thresholds its input
+// first (the adapters see it whole): a single token's product skips the
+// zeroed inputs' columns, several tokens run the dense kernels over its
+// rows packed back.
 func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []float32, runs []adapterRun) {
 	x, out = x[:n*w.cols], out[:n*w.rows]
-	if n == 1 {
-		kernels.MatVec(b.pool, w.typ, w.data, w.rows, w.cols, x, out, b.buf.quant)
-	} else {
-		kernels.MatMul(b.pool, w.typ, w.data, w.rows, w.cols, x, n, out, b.buf.quant)
+	if b.inputs != nil && w.layer >= 0 {
+		b.inputs(w.layer, w.name, x)
+	}
+	xw := x // what the weights multiply
+	if w.sparse == nil && w.threshold > 0 {
+		xw = b.buf.thresholded[:len(x)]
+		sparse.Threshold(xw, x, w.threshold)
+	}
+	switch {
+	case w.sparse != nil && n == 1:
+		w.sparse.MulVec(b.pool, x, w.threshold, out, &b.buf.sparse)
+	case w.sparse != nil:
+		w.sparse.MatMul(b.pool, x, n, w.threshold, out, &b.buf.sparse)
+	case n == 1:
+		kernels.MatVec(b.pool, w.typ, w.data, w.rows, w.cols, xw, out, b.buf.quant)
+	default:
+		kernels.MatMul(b.pool, w.typ, w.data, w.rows, w.cols, xw, n, out, b.buf.quant)
 	}
 	if bias != nil {
 		for r := range n {

@@ -36,8 +36,14 @@ func (nv *naive) matvec(m *matrix, x []float32) []float32 {
 	}
 	out := make([]float32, m.rows)
 	row := make([]float32, m.cols)
+	enc := make([]byte, m.typ.RowBytes(m.cols))
 	for r := range out {
-		tr.DequantizeRow(m.row(r), row)
+		if m.sparse != nil {
+			m.sparse.PackRows(r, r+1, enc)
+		} else {
+			enc = m.row(r)
+		}
+		tr.DequantizeRow(enc, row)
 		var s float64
 		for c, w := range row {
 			s += float64(w) * float64(x[c])

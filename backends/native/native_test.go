@@ -22,18 +22,25 @@ type testModel struct {
 	// every layer, so a one-ulp difference can move a value by a
 	// quantization step.
 	naiveTol float64
+	// sparsity, for a sparsified file (sparsifiedModel), is the level it
+	// runs at on native-sparse; 0 runs it on native.
+	sparsity float64
 }
 
 func synthModel(shape, ft string, naiveTol float64) testModel {
-	return testModel{shape + "-" + ft, func(tb testing.TB) string { return testmodel.Synth(tb, shape, ft) }, naiveTol}
+	return testModel{name: shape + "-" + ft, path: func(tb testing.TB) string { return testmodel.Synth(tb, shape, ft) }, naiveTol: naiveTol}
 }
 
 func sharedModel(naiveTol float64, parts ...string) testModel {
-	return testModel{parts[len(parts)-1], func(tb testing.TB) string { return shared.Path(tb, parts...) }, naiveTol}
+	return testModel{name: parts[len(parts)-1], path: func(tb testing.TB) string { return shared.Path(tb, parts...) }, naiveTol: naiveTol}
 }
 
 func (m testModel) open(tb testing.TB, opt backends.Options) *Backend {
 	tb.Helper()
+	if m.sparsity > 0 {
+		opt.Sparsity = m.sparsity
+		return openSparse(tb, m.path(tb), opt)
+	}
 	b, _, _ := openFile(tb, m.path(tb), opt)
 	return b
 }
@@ -49,6 +56,12 @@ var testModels = []testModel{
 	sharedModel(1e-4, "models", "stories260K.gguf"),
 	sharedModel(2e-2, "models", "mini", "mini-llama-Q4_K_M.gguf"),
 	sharedModel(2e-2, "models", "mini", "mini-qwen2-Q8_0.gguf"),
+	// Sparsified files: run whole (native) they are the dense model; run
+	// sparsely they are another model, which the naive one is not.
+	sparsifiedModel(synthModel("tiny", "Q8_0", 2e-2), 0),
+	sparsifiedModel(synthModel("tiny", "Q4_0", 2e-2), 0.5),
+	sparsifiedModel(sharedModel(1e-4, "models", "stories260K.gguf"), 0),
+	sparsifiedModel(sharedModel(2e-2, "models", "mini", "mini-qwen2-Q8_0.gguf"), 0.4),
 }
 
 func newSeq(t testing.TB, b *Backend, opts backends.SequenceOptions) backends.Sequence {
@@ -151,8 +164,18 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 			split, _ := alone(t, small, promptA, nil, 32)
 			closeRel(t, "micro-batches of 3", split, batched, 1e-4)
 			_, single := alone(t, b, promptA[:1], promptA[1:], 32)
-			// single holds the logits after tokens 1..n-1, batched after 0..n-1.
-			closeRel(t, "token by token", single, batched[vocab:], 1e-4)
+			// single holds the logits after tokens 1..n-1, batched after
+			// 0..n-1. A sparse run's single tokens take the sparse mat-vec,
+			// which sums in another order than the dense kernels of a
+			// prompt: a rounding difference can carry an input across its
+			// threshold or an activation across a rounding edge of its Q8_0
+			// quant, and a random-weight model carries such steps on (the
+			// mini qwen2 at 0.4 measured 2.2%).
+			tol := 1e-4
+			if m.sparsity > 0 {
+				tol = 5e-2
+			}
+			closeRel(t, "token by token", single, batched[vocab:], tol)
 		})
 	}
 }
@@ -161,6 +184,9 @@ func TestPrefillEqualsTokenByToken(t *testing.T) {
 // token with the plain float64 implementation in naive_test.go.
 func TestAgainstNaive(t *testing.T) {
 	for _, m := range testModels {
+		if m.sparsity > 0 {
+			continue
+		}
 		t.Run(m.name, func(t *testing.T) {
 			b := m.open(t, backends.Options{Threads: 2})
 			info := b.Model()

@@ -6,15 +6,22 @@ import (
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
+	"github.com/ruvllm/ruvllm/sparse"
 )
 
 // matrix is a weight matrix viewed in place in the file mapping: rows of cols
-// elements of typ, row-major, each row typ.RowBytes(cols) bytes.
+// elements of typ, row-major, each row typ.RowBytes(cols) bytes; or, in a
+// sparsified file, stored input-channel-major (sparse set, data nil).
 type matrix struct {
-	name       string
+	name       string // the row-major GGUF name, which adapters address
 	typ        kernels.DType
 	rows, cols int
 	data       []byte
+	// sparse is the channel-major matrix of a sparsified file, whose
+	// inputs are thresholded at threshold (set by the backend).
+	sparse    *sparse.Matrix
+	threshold float32
+	layer     int // the block, -1 for a whole-model matrix
 }
 
 // row is the encoded row r.
@@ -76,7 +83,7 @@ func (ld *loader) matrix(ti *gguf.TensorInfo, rows, cols int) *matrix {
 		ld.fail("tensor %s: %d bytes do not hold %d rows of %d %v elements", name, len(data), rows, cols, ti.Type)
 		return nil
 	}
-	return &matrix{name: name, typ: ti.Type, rows: rows, cols: cols, data: data}
+	return &matrix{name: name, typ: ti.Type, rows: rows, cols: cols, data: data, layer: -1}
 }
 
 // vector reads the n-element vector name: a view of the mapping when it is
@@ -110,24 +117,63 @@ func (ld *loader) vector(ti *gguf.TensorInfo, n int) []float32 {
 }
 
 // load reads the tensor of spec in block layer into t, checking its shape
-// against the description.
+// against the description. A matrix a sparsified file stores
+// channel-major is read in that form.
 func (ld *loader) load(cfg *models.Config, spec models.TensorSpec, layer int, t *tensors) {
 	name := models.TensorName(spec.Role, layer)
+	shape := spec.Shape(cfg)
 	ti, ok := ld.f.Tensor(name)
+	if !ok && len(shape) == 2 && cfg.Architecture().Sparsifiable(spec.Role) {
+		if m, found := ld.sparseMatrix(spec.Role, layer, shape[0], shape[1]); found {
+			t.mats[spec.Role] = m
+			return
+		}
+	}
 	if !ok {
 		if !spec.Optional {
 			ld.fail("tensor %s is missing (%s needs it)", name, cfg.Arch)
 		}
 		return
 	}
-	switch shape := spec.Shape(cfg); len(shape) {
+	switch len(shape) {
 	case 1:
 		t.vecs[spec.Role] = ld.vector(ti, shape[0])
 	case 2:
-		t.mats[spec.Role] = ld.matrix(ti, shape[0], shape[1])
+		m := ld.matrix(ti, shape[0], shape[1])
+		if m != nil && spec.Role.Spec().Block {
+			m.layer = layer
+		}
+		t.mats[spec.Role] = m
 	default:
 		ld.fail("tensor %s: the %s description gives it shape %v", name, cfg.Arch, shape)
 	}
+}
+
+// sparseMatrix reads the channel-major (rows, cols) matrix of role r in
+// block layer and its thresholds, if the file has them.
+func (ld *loader) sparseMatrix(r models.Role, layer, rows, cols int) (*matrix, bool) {
+	cmName, thName := models.SparseName(r, layer, models.ChannelMajorSuffix), models.SparseName(r, layer, models.ThresholdsSuffix)
+	ti, ok := ld.f.Tensor(cmName)
+	if !ok {
+		return nil, false
+	}
+	m := ld.matrix(ti, rows, cols)
+	th, ok := ld.f.Tensor(thName)
+	if !ok || len(th.Dims) != 1 {
+		ld.fail("tensor %s has no thresholds vector %s", cmName, thName)
+		return nil, true
+	}
+	tab := ld.vector(th, int(th.Dims[0]))
+	if m == nil || tab == nil {
+		return nil, true
+	}
+	sm, err := sparse.NewMatrix(m.typ, rows, cols, m.data, tab)
+	if err != nil {
+		ld.fail("tensor %s: %v", cmName, err)
+		return nil, true
+	}
+	m.name, m.data, m.sparse, m.layer = models.TensorName(r, layer), nil, sm, layer
+	return m, true
 }
 
 // loadWeights views every tensor cfg's architecture names in f, checking its
@@ -157,6 +203,17 @@ func loadWeights(f *gguf.File, cfg *models.Config) (*weights, error) {
 		return nil, fmt.Errorf("native: %s describes no token embeddings or output projection", cfg.Arch)
 	}
 	return w, nil
+}
+
+// sparseMatrices lists the matrices stored channel-major.
+func (w *weights) sparseMatrices() []*matrix {
+	var ms []*matrix
+	for _, m := range w.matrices() {
+		if m.sparse != nil {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // matrices lists every matrix a forward pass multiplies by, for sizing

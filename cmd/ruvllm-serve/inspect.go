@@ -26,13 +26,16 @@ type inspectTensor struct {
 // inspectLayout is one role of the architecture's description and how the
 // file's tensors fit it.
 type inspectLayout struct {
-	Tensor   string   `json:"tensor"` // the role's name, "attn_q.weight"
-	Block    bool     `json:"per_block"`
-	Shape    []int    `json:"shape"` // row-major, as the description wants it
-	Optional bool     `json:"optional"`
-	Present  int      `json:"present"`
-	Missing  int      `json:"missing"`
-	Wrong    []string `json:"wrong_shape,omitempty"`
+	Tensor   string `json:"tensor"` // the role's name, "attn_q.weight"
+	Block    bool   `json:"per_block"`
+	Shape    []int  `json:"shape"` // row-major, as the description wants it
+	Optional bool   `json:"optional"`
+	Present  int    `json:"present"`
+	// ChannelMajor are the present tensors a sparsified file stores
+	// input-channel-major, with their thresholds.
+	ChannelMajor int      `json:"channel_major,omitempty"`
+	Missing      int      `json:"missing"`
+	Wrong        []string `json:"wrong_shape,omitempty"`
 }
 
 type inspectReport struct {
@@ -203,7 +206,7 @@ func layoutOf(f *gguf.File, c *models.Config) ([]inspectLayout, []string) {
 	out := make([]inspectLayout, len(lay.Entries))
 	for i, e := range lay.Entries {
 		out[i] = inspectLayout{Tensor: e.Role.String(), Block: e.Role.Spec().Block, Shape: e.Shape, Optional: e.Optional,
-			Present: e.Present, Missing: e.Missing, Wrong: e.Wrong}
+			Present: e.Present, ChannelMajor: e.ChannelMajor, Missing: e.Missing, Wrong: e.Wrong}
 	}
 	return out, lay.Unused
 }
@@ -214,6 +217,8 @@ func (e inspectLayout) status() string {
 	switch {
 	case len(e.Wrong) > 0:
 		return fmt.Sprintf("WRONG SHAPE (%d of %d)", len(e.Wrong), total)
+	case e.Missing == 0 && e.ChannelMajor > 0:
+		return fmt.Sprintf("ok (%d, %d channel-major)", e.Present, e.ChannelMajor)
 	case e.Missing == 0:
 		return fmt.Sprintf("ok (%d)", e.Present)
 	case e.Optional && e.Present == 0:

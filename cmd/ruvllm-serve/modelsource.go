@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/hub"
+	"github.com/ruvllm/ruvllm/sparse"
 )
 
 // modelSource is where a command gets its model: a file (--model), a
@@ -65,16 +67,21 @@ func (s *modelSource) load(ctx context.Context, o models.LoadOptions) (*models.M
 }
 
 // backendFlags choose what runs a command's model: the backend, by name,
-// and (unless the command takes a list of them) its threads.
+// the sparsity of a sparsified file, and (unless the command takes a list
+// of them) its threads.
 type backendFlags struct {
-	name    *string
-	threads *int // nil: the command sets Options.Threads itself
+	name     *string
+	sparsity *float64 // -1: not given
+	threads  *int     // nil: the command sets Options.Threads itself
 }
 
-// addBackendFlags registers --backend, and -t/--threads when threads is set.
+// addBackendFlags registers --backend and --sparsity, and -t/--threads when
+// threads is set.
 func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
 	bf := &backendFlags{
-		name: fs.String("backend", backends.DefaultBackend, "the backend that runs the model ("+strings.Join(backends.Names(), ", ")+")"),
+		name: fs.String("backend", "", "the backend that runs the model ("+strings.Join(backends.Names(), ", ")+
+			"; default: "+native.SparseBackend+" for a sparsified file, else "+backends.DefaultBackend+")"),
+		sparsity: fs.Float64("sparsity", -1, "run a sparsified file at this sparsity (0 … 0.99; 0 runs it dense) instead of the one it was calibrated for"),
 	}
 	if threads {
 		bf.threads = addThreadsFlag(fs)
@@ -94,7 +101,36 @@ func (bf *backendFlags) openNamed(name string, m *models.Model, o backends.Optio
 	if bf.threads != nil {
 		o.Threads = *bf.threads
 	}
+	name, sparsity, err := bf.choose(name, m)
+	if err != nil {
+		return nil, err
+	}
+	o.Sparsity = sparsity
 	return backends.Open(name, m, o)
+}
+
+// choose picks the backend and the sparsity its options get, name being
+// the one asked for ("" for none): a sparsified file runs sparsely unless
+// the name or --sparsity 0 says otherwise.
+func (bf *backendFlags) choose(name string, m *models.Model) (string, float64, error) {
+	s := *bf.sparsity
+	_, sparsified := sparse.ReadInfo(m.File)
+	switch {
+	case s != -1 && !(s >= 0 && s < 1):
+		return "", 0, fmt.Errorf("%w: --sparsity %g is not a fraction in [0, 1)", errUsage, s)
+	case s > 0 && !sparsified:
+		return "", 0, fmt.Errorf("%w: --sparsity: %s is not sparsified (make it with ruvllm-serve sparsify)", errUsage, m.Path)
+	case s > 0 && name != "" && name != native.SparseBackend:
+		return "", 0, fmt.Errorf("%w: --sparsity runs on --backend %s, not %s", errUsage, native.SparseBackend, name)
+	case s == 0 && name == native.SparseBackend:
+		return "", 0, fmt.Errorf("%w: --sparsity 0 is the dense model: use --backend %s", errUsage, backends.DefaultBackend)
+	case name != "":
+	case sparsified && s != 0:
+		name = native.SparseBackend
+	default:
+		name = backends.DefaultBackend
+	}
+	return name, max(s, 0), nil
 }
 
 // openModel is how a command gets its model running: it finds and loads the

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/sparse"
+)
+
+func init() {
+	register("sparsify", "calibrate activation-sparsity thresholds on a text and write the model with its matrices input-channel-major", runSparsify)
+}
+
+// calibrator is a backend that shows the inputs of its block matrices and
+// thresholds them on request (the native backend).
+type calibrator interface {
+	backends.Backend
+	ObserveInputs(f func(layer int, name string, x []float32))
+	ThresholdInputs(threshold func(name string) float32)
+}
+
+func runSparsify(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("sparsify", "--model M.gguf --calib TEXT.txt --sparsity S --out M.sparse.gguf [--ctx N] [--max-tokens N] [--threads T]")
+	in := fs.String("model", "", "the dense model to sparsify")
+	calib := fs.String("calib", "", "calibration text: the thresholds zero the wanted fraction of each matrix's inputs on it")
+	level := fs.Float64("sparsity", 0.4, "the sparsity the file runs at unless told otherwise (--sparsity of the other commands)")
+	out := fs.String("out", "", "file to write")
+	nCtx := fs.Int("ctx", 512, "calibration window in tokens (each starts with BOS)")
+	maxTokens := fs.Int("max-tokens", 0, "calibrate on at most this many tokens of the text; 0 is all")
+	allocation := fs.String("allocation", "uniform", "uniform: every matrix zeroes the level's fraction of its inputs; "+
+		"greedy: measure the error of each block input's thresholds alone and thin the cheap inputs more for the same average "+
+		"(a forward pass over --greedy-tokens for each of layers × 4 inputs × 9 probes)")
+	greedyTokens := fs.Int("greedy-tokens", 1024, "with --allocation greedy: the tokens of the text (from its start) the errors are measured on")
+	threads := addThreadsFlag(fs)
+	if _, err := fs.parse(args, stdout); err != nil {
+		return err
+	}
+	switch {
+	case *in == "" || *calib == "" || *out == "":
+		return fmt.Errorf("%w: --model, --calib and --out are required", errUsage)
+	case !(*level > 0 && *level <= sparse.MaxSparsity(sparse.Levels)):
+		return fmt.Errorf("%w: --sparsity %g must be in (0, %.2f]", errUsage, *level, sparse.MaxSparsity(sparse.Levels))
+	case *nCtx < 2 || *maxTokens < 0 || *greedyTokens < *nCtx:
+		return fmt.Errorf("%w: --ctx must be at least 2, --max-tokens not negative and --greedy-tokens at least --ctx", errUsage)
+	case *allocation != "uniform" && *allocation != "greedy":
+		return fmt.Errorf("%w: --allocation is uniform or greedy, not %q", errUsage, *allocation)
+	}
+	text, err := os.ReadFile(*calib)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	m, err := models.Load(*in, models.LoadOptions{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := models.NotSparsified(m.File); err != nil {
+		return err
+	}
+	if len(m.Config.Architecture().Sparse) == 0 {
+		return fmt.Errorf("%s models cannot be sparsified: their description lists no sparse roles", m.Config.Arch)
+	}
+	b, err := backends.Open(backends.DefaultBackend, m, backends.Options{Threads: *threads, MaxBatch: *nCtx, KVTokens: *nCtx})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	cb, ok := b.(calibrator)
+	if !ok {
+		return fmt.Errorf("the %s backend does not show its inputs", backends.DefaultBackend)
+	}
+	cal := sparse.NewCalibration()
+	cb.ObserveInputs(func(_ int, name string, x []float32) { cal.Observe(name, x) })
+	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
+	if *maxTokens > 0 && len(tokens) > *maxTokens {
+		tokens = tokens[:*maxTokens]
+	}
+	w := calibrationWindows{tokens: tokens, nCtx: *nCtx, vocab: m.Tokenizer.Vocab()}
+	if err := w.run(ctx, cb, nil); err != nil {
+		return err
+	}
+	cb.ObserveInputs(nil)
+	var tables map[string]sparse.Table
+	if *allocation == "greedy" {
+		w.tokens = tokens[:min(len(tokens), *greedyTokens)]
+		if tables, err = greedyTables(ctx, cb, m.Config, cal, w, stderr); err != nil {
+			return err
+		}
+	} else {
+		tables = map[string]sparse.Table{}
+		for _, name := range cal.Names() {
+			tables[name] = cal.Uniform(name)
+		}
+	}
+	info := sparse.Info{Sparsity: *level, Allocation: *allocation, Tokens: len(tokens)}
+	kept, err := sparse.Write(m.File, m.Config, tables, info, *out, *threads)
+	if err != nil {
+		return err
+	}
+	for _, name := range kept {
+		logger.Warn().Str("tensor", name).Msg("left row-major (its format or shape has no channel-major layout): it runs dense")
+	}
+	fmt.Fprintf(stderr, "wrote %s: %d matrices channel-major, calibrated (%s) on %d tokens for sparsity %.2f, in %.1f s\n",
+		*out, len(tables)-len(kept), *allocation, len(tokens), *level, time.Since(start).Seconds())
+	return nil
+}
+
+// calibrationWindows are the windows of nCtx tokens a calibration runs
+// the model over, each starting with BOS when the vocab adds one, as
+// perplexity's do.
+type calibrationWindows struct {
+	tokens []tokenizer.ID
+	nCtx   int
+	vocab  *tokenizer.Vocab
+}
+
+// run runs the model over the windows, every token producing outputs (so
+// that the last block runs for all of them); each window's logits go to
+// logits, when set, with the window's start.
+func (w calibrationWindows) run(ctx context.Context, b backends.Backend, logits func(start int, l []float32)) error {
+	if len(w.tokens) < 2 {
+		return fmt.Errorf("the calibration text has %d tokens: too few", len(w.tokens))
+	}
+	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: w.nCtx})
+	if err != nil {
+		return err
+	}
+	defer seq.Close()
+	window := make([]tokenizer.ID, 0, w.nCtx)
+	info := b.Model()
+	out := make([]float32, w.nCtx*info.VocabSize)
+	for i := 0; i < len(w.tokens); i += w.nCtx {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		window = append(window[:0], w.tokens[i:min(i+w.nCtx, len(w.tokens))]...)
+		if w.vocab.AddBOS && w.vocab.BOS >= 0 && i > 0 {
+			window[0] = w.vocab.BOS
+		}
+		seq.Reset()
+		st := backends.Step{Seq: seq, Tokens: window, Outputs: backends.AllTokens, Logits: out[:len(window)*info.VocabSize]}
+		if err := b.Forward([]backends.Step{st}); err != nil {
+			return err
+		}
+		if logits != nil {
+			logits(i, st.Logits)
+		}
+	}
+	return nil
+}
+
+// greedyTables measures, for every block input (a unit: the matrices of
+// one block that multiply it), the model's mean KL divergence from the
+// dense model on the windows with only that input thresholded at each of
+// sparse.Probes, allocates the levels (sparse.Allocate), and returns each
+// matrix's thresholds.
+func greedyTables(ctx context.Context, b calibrator, cfg *models.Config, cal *sparse.Calibration, w calibrationWindows, progress io.Writer) (map[string]sparse.Table, error) {
+	vocab := b.Model().VocabSize
+	dense := make([]float32, len(w.tokens)*vocab) // log-probabilities
+	if err := w.run(ctx, b, func(start int, l []float32) { logSoftmaxRows(dense[start*vocab:], l, vocab) }); err != nil {
+		return nil, err
+	}
+	units := sparseUnits(cfg)
+	start := time.Now()
+	for u := range units {
+		un := &units[u]
+		for _, p := range sparse.Probes {
+			thr := map[string]float32{}
+			for _, name := range un.Matrices {
+				thr[name] = cal.Quantiles(name, []float64{p})[0]
+			}
+			b.ThresholdInputs(func(name string) float32 { return thr[name] })
+			var kl float64
+			err := w.run(ctx, b, func(start int, l []float32) { kl += klRows(dense[start*vocab:], l, vocab) })
+			if err != nil {
+				return nil, err
+			}
+			un.Errors = append(un.Errors, kl/float64(len(w.tokens)))
+		}
+		fmt.Fprintf(progress, "\rgreedy allocation: %d of %d block inputs measured (%.0f s)", u+1, len(units), time.Since(start).Seconds())
+	}
+	fmt.Fprintln(progress)
+	b.ThresholdInputs(nil)
+	levels, err := sparse.Allocate(units, sparse.Probes)
+	if err != nil {
+		return nil, err
+	}
+	tables := map[string]sparse.Table{}
+	for u, un := range units {
+		fs := make([]float64, len(levels))
+		for k := range levels {
+			fs[k] = levels[k][u]
+		}
+		for _, name := range un.Matrices {
+			tables[name] = cal.Quantiles(name, fs)
+		}
+	}
+	return tables, nil
+}
+
+// sparseUnits are the block inputs of a model of cfg that an allocation
+// gives sparsities: per block, each group of the architecture's Sparse.
+func sparseUnits(cfg *models.Config) []sparse.Unit {
+	var units []sparse.Unit
+	for l := range cfg.Layers {
+		for _, group := range cfg.Architecture().Sparse {
+			var un sparse.Unit
+			for _, r := range group {
+				name := models.TensorName(r, l)
+				if in, out, ok := cfg.LinearShape(name); ok {
+					un.Matrices = append(un.Matrices, name)
+					un.Weights += int64(in) * int64(out)
+				}
+			}
+			if len(un.Matrices) > 0 {
+				units = append(units, un)
+			}
+		}
+	}
+	return units
+}
+
+// logSoftmaxRows writes the log-softmax of each row of l into dst.
+func logSoftmaxRows(dst, l []float32, vocab int) {
+	for r := 0; r < len(l)/vocab; r++ {
+		row := l[r*vocab : (r+1)*vocab]
+		lse := logSumExp(row)
+		for i, v := range row {
+			dst[r*vocab+i] = float32(float64(v) - lse)
+		}
+	}
+}
+
+// klRows sums over the rows of l the KL divergence of their softmax from
+// the distributions whose log-probabilities dense holds.
+func klRows(dense, l []float32, vocab int) float64 {
+	var kl float64
+	for r := 0; r < len(l)/vocab; r++ {
+		row, p := l[r*vocab:(r+1)*vocab], dense[r*vocab:(r+1)*vocab]
+		lse := logSumExp(row)
+		for i, lp := range p {
+			if lp > -30 {
+				kl += math.Exp(float64(lp)) * (float64(lp) - (float64(row[i]) - lse))
+			}
+		}
+	}
+	return kl
+}

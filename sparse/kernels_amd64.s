@@ -1,0 +1,545 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The AVX2 kernels of the channel-major layout (layout.go). Their pure-Go
+// twins are blockQuantGeneric and packRowsGeneric.
+
+DATA sparseOnes16<>+0(SB)/8, $0x0001000100010001
+DATA sparseOnes16<>+8(SB)/8, $0x0001000100010001
+DATA sparseOnes16<>+16(SB)/8, $0x0001000100010001
+DATA sparseOnes16<>+24(SB)/8, $0x0001000100010001
+GLOBL sparseOnes16<>(SB), RODATA|NOPTR, $32
+
+DATA sparseNibble<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA sparseNibble<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA sparseNibble<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA sparseNibble<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL sparseNibble<>(SB), RODATA|NOPTR, $32
+
+// Shift counts that leave the low 128-bit half and move the high one down
+// by a nibble.
+DATA sparseHalfShift<>+0(SB)/8, $0
+DATA sparseHalfShift<>+8(SB)/8, $0
+DATA sparseHalfShift<>+16(SB)/8, $0x0000000400000004
+DATA sparseHalfShift<>+24(SB)/8, $0x0000000400000004
+GLOBL sparseHalfShift<>(SB), RODATA|NOPTR, $32
+
+// INTERLEAVE turns the four 32-row column pieces in Y4..Y7 into 8 rows by
+// 4 channels a register: rows 8i … 8i+7 in Y(4+i), by the layout's row
+// order. Clobbers Y8..Y11.
+#define INTERLEAVE \
+	VPUNPCKLBW Y5, Y4, Y8;  \
+	VPUNPCKHBW Y5, Y4, Y9;  \
+	VPUNPCKLBW Y7, Y6, Y10; \
+	VPUNPCKHBW Y7, Y6, Y11; \
+	VPUNPCKLWD Y10, Y8, Y4; \
+	VPUNPCKHWD Y10, Y8, Y5; \
+	VPUNPCKLWD Y11, Y9, Y6; \
+	VPUNPCKHWD Y11, Y9, Y7
+
+// ACCUMULATE adds the pairs of int16 products in Yw to the int32 sums of
+// Yacc.
+#define ACCUMULATE(Yw, Yacc) \
+	VPMADDWD sparseOnes16<>(SB), Yw, Yw; \
+	VPADDD   Yw, Yacc, Yacc
+
+// ADDY adds the float sums of Yacc times the rows' scales (8 halves at
+// doff(BX)) times dx (Y15) to the 8 floats at yoff(DX):
+// y = fma(float(acc), f16(d)·dx, y). SETY stores float(acc)·(f16(d)·dx).
+#define ADDY(Yacc, doff, yoff) \
+	VCVTPH2PS   doff(BX), Y10;  \
+	VMULPS      Y15, Y10, Y10;  \
+	VCVTDQ2PS   Yacc, Yacc;     \
+	VMOVUPS     yoff(DX), Y11;  \
+	VFMADD231PS Y10, Yacc, Y11; \
+	VMOVUPS     Y11, yoff(DX)
+
+#define SETY(Yacc, doff, yoff) \
+	VCVTPH2PS doff(BX), Y10;  \
+	VMULPS    Y15, Y10, Y10;  \
+	VCVTDQ2PS Yacc, Yacc;     \
+	VMULPS    Y10, Yacc, Y11; \
+	VMOVUPS   Y11, yoff(DX)
+
+// FINISH writes the 32 rows' sums of Y0..Y3 into y (the rows' scales at
+// DI + 2·R11, their outputs at R9 + 4·R11): set on a task's first block
+// (R10 ≠ 0), added on the others.
+#define FINISH(set, done) \
+	LEAQ  (DI)(R11*2), BX; \
+	LEAQ  (R9)(R11*4), DX; \
+	TESTQ R10, R10;        \
+	JNZ   set;             \
+	ADDY(Y0, 0, 0);        \
+	ADDY(Y1, 16, 32);      \
+	ADDY(Y2, 32, 64);      \
+	ADDY(Y3, 48, 96);      \
+	JMP   done;            \
+set:                       \
+	SETY(Y0, 0, 0);        \
+	SETY(Y1, 16, 32);      \
+	SETY(Y2, 32, 64);      \
+	SETY(Y3, 48, 96);      \
+done:
+
+// PREFETCHNEXT starts reading the first 256 bytes of the columns of the
+// nextN quads that the next call will take (offsets at next, in nextBlk), so that their
+// heads, which the prefetches ahead within a column never reach, are on
+// their way while this block runs.
+#define PREFETCHNEXT \
+	MOVQ       next+64(FP), R12;   \
+	MOVQ       nextN+72(FP), R13;  \
+	MOVQ       nextBlk+80(FP), DX; \
+	TESTQ      R13, R13;           \
+	JZ         nextdone;           \
+nextloop:                          \
+	MOVLQSX    0(R12), AX;         \
+	ADDQ       DX, AX;             \
+	PREFETCHT0 (AX);               \
+	PREFETCHT0 64(AX);             \
+	PREFETCHT0 128(AX);            \
+	PREFETCHT0 192(AX);            \
+	MOVLQSX    4(R12), AX;         \
+	ADDQ       DX, AX;             \
+	PREFETCHT0 (AX);               \
+	PREFETCHT0 64(AX);             \
+	PREFETCHT0 128(AX);            \
+	PREFETCHT0 192(AX);            \
+	MOVLQSX    8(R12), AX;         \
+	ADDQ       DX, AX;             \
+	PREFETCHT0 (AX);               \
+	PREFETCHT0 64(AX);             \
+	PREFETCHT0 128(AX);            \
+	PREFETCHT0 192(AX);            \
+	MOVLQSX    12(R12), AX;        \
+	ADDQ       DX, AX;             \
+	PREFETCHT0 (AX);               \
+	PREFETCHT0 64(AX);             \
+	PREFETCHT0 128(AX);            \
+	PREFETCHT0 192(AX);            \
+	ADDQ       $16, R12;           \
+	DECQ       R13;                \
+	JNZ        nextloop;           \
+nextdone:
+
+// func blockQ8_0AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float32, corr int32, y *float32, first bool, next *int32, nextN int, nextBlk *byte)
+//
+// Adds (first: sets) to y one block's products over its rows, 32 at a
+// time: for each quad the four columns' 32 int8 quants, given the signs
+// of their activations (VPSIGNB), interleaved and multiplied by the
+// activations' magnitudes (VPMADDUBSW, VPMADDWD) into int32 sums; then
+// y = fma(float(sum), f16(d)·dx, y). Each column is read 256 bytes ahead.
+TEXT ·blockQ8_0AVX2(SB), NOSPLIT, $0-88
+	PREFETCHNEXT
+	MOVQ         offs+0(FP), SI
+	MOVQ         blk+24(FP), DI
+	MOVQ         rows+32(FP), R8
+	VBROADCASTSS dx+40(FP), Y15
+	MOVQ         y+48(FP), R9
+	MOVBQZX      first+56(FP), R10
+	XORQ         R11, R11            // g: the first row of the 32
+
+q8rows:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  SI, R12
+	MOVQ  xs+8(FP), CX
+	MOVQ  nq+16(FP), R13
+
+q8quads:
+	MOVLQSX      0(R12), AX
+	MOVLQSX      4(R12), BX
+	MOVLQSX      8(R12), DX
+	MOVLQSX      12(R12), R14
+	ADDQ         DI, AX
+	ADDQ         DI, BX
+	ADDQ         DI, DX
+	ADDQ         DI, R14
+	VMOVDQU      (AX)(R11*1), Y4
+	VMOVDQU      (BX)(R11*1), Y5
+	VMOVDQU      (DX)(R11*1), Y6
+	VMOVDQU      (R14)(R11*1), Y7
+	PREFETCHT0   256(AX)(R11*1)
+	PREFETCHT0   256(BX)(R11*1)
+	PREFETCHT0   256(DX)(R11*1)
+	PREFETCHT0   256(R14)(R11*1)
+	VPBROADCASTB 0(CX), Y8
+	VPSIGNB      Y8, Y4, Y4
+	VPBROADCASTB 1(CX), Y8
+	VPSIGNB      Y8, Y5, Y5
+	VPBROADCASTB 2(CX), Y8
+	VPSIGNB      Y8, Y6, Y6
+	VPBROADCASTB 3(CX), Y8
+	VPSIGNB      Y8, Y7, Y7
+	VPBROADCASTD 0(CX), Y13
+	VPABSB       Y13, Y13            // |x| of the four channels
+	INTERLEAVE
+	VPMADDUBSW   Y4, Y13, Y4
+	VPMADDUBSW   Y5, Y13, Y5
+	VPMADDUBSW   Y6, Y13, Y6
+	VPMADDUBSW   Y7, Y13, Y7
+	ACCUMULATE(Y4, Y0)
+	ACCUMULATE(Y5, Y1)
+	ACCUMULATE(Y6, Y2)
+	ACCUMULATE(Y7, Y3)
+	ADDQ         $16, R12
+	ADDQ         $4, CX
+	DECQ         R13
+	JNZ          q8quads
+
+	FINISH(q8set, q8done)
+	ADDQ $32, R11
+	CMPQ R11, R8
+	JLT  q8rows
+	VZEROUPPER
+	RET
+
+// func blockQ4_0AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float32, corr int32, y *float32, first bool, next *int32, nextN int, nextBlk *byte)
+//
+// blockQ8_0AVX2 for Q4_0: a column's 32 rows are 16 bytes of nibbles
+// (0..15), spread to bytes, multiplied unsigned by the signed activations;
+// the pairs' sums (at most 2·15·127) add up as int16 over a block's at
+// most 8 quads before they widen; the sums less corr (8·Σx) make the
+// weights d·(n−8).
+TEXT ·blockQ4_0AVX2(SB), NOSPLIT, $0-88
+	PREFETCHNEXT
+	MOVQ         offs+0(FP), SI
+	MOVQ         blk+24(FP), DI
+	MOVQ         rows+32(FP), R8
+	VBROADCASTSS dx+40(FP), Y15
+	MOVQ         y+48(FP), R9
+	VMOVDQU      sparseHalfShift<>(SB), Y14
+	VMOVDQU      sparseNibble<>(SB), Y12
+	XORQ         R11, R11            // g: the first row of the 32
+
+q4rows:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  SI, R12
+	MOVQ  xs+8(FP), CX
+	MOVQ  nq+16(FP), R13
+	MOVQ  R11, R14
+	SHRQ  $1, R14
+	ADDQ  DI, R14                    // the block plus the pieces' offset in their columns
+
+q4quads:
+	MOVLQSX        0(R12), AX
+	MOVLQSX        4(R12), BX
+	MOVLQSX        8(R12), DX
+	MOVLQSX        12(R12), R10
+	VBROADCASTI128 (R14)(AX*1), Y4
+	VBROADCASTI128 (R14)(BX*1), Y5
+	VBROADCASTI128 (R14)(DX*1), Y6
+	VBROADCASTI128 (R14)(R10*1), Y7
+	PREFETCHT0     256(R14)(AX*1)
+	PREFETCHT0     256(R14)(BX*1)
+	PREFETCHT0     256(R14)(DX*1)
+	PREFETCHT0     256(R14)(R10*1)
+	VPSRLVD        Y14, Y4, Y4
+	VPSRLVD        Y14, Y5, Y5
+	VPSRLVD        Y14, Y6, Y6
+	VPSRLVD        Y14, Y7, Y7
+	VPAND          Y12, Y4, Y4
+	VPAND          Y12, Y5, Y5
+	VPAND          Y12, Y6, Y6
+	VPAND          Y12, Y7, Y7
+	VPBROADCASTD   0(CX), Y13        // x of the four channels
+	INTERLEAVE
+	VPMADDUBSW     Y13, Y4, Y4
+	VPMADDUBSW     Y13, Y5, Y5
+	VPMADDUBSW     Y13, Y6, Y6
+	VPMADDUBSW     Y13, Y7, Y7
+	VPADDW         Y4, Y0, Y0        // int16: at most 8 quads of 2·15·127
+	VPADDW         Y5, Y1, Y1
+	VPADDW         Y6, Y2, Y2
+	VPADDW         Y7, Y3, Y3
+	ADDQ           $16, R12
+	ADDQ           $4, CX
+	DECQ           R13
+	JNZ            q4quads
+	VPMADDWD       sparseOnes16<>(SB), Y0, Y0
+	VPMADDWD       sparseOnes16<>(SB), Y1, Y1
+	VPMADDWD       sparseOnes16<>(SB), Y2, Y2
+	VPMADDWD       sparseOnes16<>(SB), Y3, Y3
+
+	MOVBQZX      first+56(FP), R10
+	MOVL         corr+44(FP), AX     // the weights are d·(n−8)
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	VPSUBD       Y13, Y0, Y0
+	VPSUBD       Y13, Y1, Y1
+	VPSUBD       Y13, Y2, Y2
+	VPSUBD       Y13, Y3, Y3
+	FINISH(q4set, q4done)
+	ADDQ         $32, R11
+	CMPQ         R11, R8
+	JLT          q4rows
+	VZEROUPPER
+	RET
+
+// TRANSPOSE8 transposes the 8 registers Y0..Y7, each 32 positions (bytes)
+// of one column, into qwords of 8 columns: afterwards the register of
+// w(m) (W0 … W7 below) holds in its 128-bit half L the 8 columns of
+// positions 16L+2m (low qword) and 16L+2m+1 (high qword). Uses Y8.
+#define TRANSPOSE8 \
+	VPUNPCKLBW Y1, Y0, Y8; \
+	VPUNPCKHBW Y1, Y0, Y1; \
+	VPUNPCKLBW Y3, Y2, Y0; \
+	VPUNPCKHBW Y3, Y2, Y3; \
+	VPUNPCKLBW Y5, Y4, Y2; \
+	VPUNPCKHBW Y5, Y4, Y5; \
+	VPUNPCKLBW Y7, Y6, Y4; \
+	VPUNPCKHBW Y7, Y6, Y7; \
+	VPUNPCKLWD Y0, Y8, Y6; \
+	VPUNPCKHWD Y0, Y8, Y0; \
+	VPUNPCKLWD Y3, Y1, Y8; \
+	VPUNPCKHWD Y3, Y1, Y3; \
+	VPUNPCKLWD Y4, Y2, Y1; \
+	VPUNPCKHWD Y4, Y2, Y4; \
+	VPUNPCKLWD Y7, Y5, Y2; \
+	VPUNPCKHWD Y7, Y5, Y7; \
+	VPUNPCKLDQ Y1, Y6, Y5; \
+	VPUNPCKHDQ Y1, Y6, Y1; \
+	VPUNPCKLDQ Y4, Y0, Y6; \
+	VPUNPCKHDQ Y4, Y0, Y4; \
+	VPUNPCKLDQ Y2, Y8, Y0; \
+	VPUNPCKHDQ Y2, Y8, Y2; \
+	VPUNPCKLDQ Y7, Y3, Y8; \
+	VPUNPCKHDQ Y7, Y3, Y7
+
+// STORE2 stores the four qwords of Y (Xr its low half) at DI plus the row
+// offsets of positions 2m, 2m+1, 16+2m and 17+2m, which the table at R9
+// holds at o0 … o3. Uses AX and X3.
+#define STORE2(Y, Xr, o0, o1, o2, o3) \
+	MOVQ         o0(R9), AX;     \
+	VMOVQ        Xr, (DI)(AX*1); \
+	MOVQ         o1(R9), AX;     \
+	VMOVHPS      Xr, (DI)(AX*1); \
+	VEXTRACTI128 $1, Y, X3;      \
+	MOVQ         o2(R9), AX;     \
+	VMOVQ        X3, (DI)(AX*1); \
+	MOVQ         o3(R9), AX;     \
+	VMOVHPS      X3, (DI)(AX*1)
+
+#define STORE8 \
+	STORE2(Y5, X5, 0, 8, 128, 136);    \
+	STORE2(Y1, X1, 16, 24, 144, 152);  \
+	STORE2(Y6, X6, 32, 40, 160, 168);  \
+	STORE2(Y4, X4, 48, 56, 176, 184);  \
+	STORE2(Y0, X0, 64, 72, 192, 200);  \
+	STORE2(Y2, X2, 80, 88, 208, 216);  \
+	STORE2(Y8, X8, 96, 104, 224, 232); \
+	STORE2(Y7, X7, 112, 120, 240, 248)
+
+// SCALES copies the 32 rows' scales (halves at BX) to the first two bytes
+// of each row's block (DI, rows R8 bytes apart). Uses AX, R10, R11.
+#define SCALES \
+	MOVQ    DI, R10;        \
+	XORQ    R11, R11;       \
+	MOVWLZX (BX)(R11*2), AX; \
+	MOVW    AX, (R10);      \
+	ADDQ    R8, R10;        \
+	INCQ    R11;            \
+	CMPQ    R11, $32;       \
+	JLT     -5(PC)
+
+// func packQ8_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int)
+//
+// Writes one block of 32 rows row-major: the block's 32 column pieces of
+// 32 quants (the first at cols, stride bytes apart) and the rows' scales,
+// to the rows' Q8_0 blocks (row r's at dst + r·rowBytes, position p's at
+// dst + rowOff[p]).
+TEXT ·packQ8_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ cols+0(FP), SI
+	MOVQ stride+8(FP), CX
+	MOVQ scales+16(FP), BX
+	MOVQ dst+24(FP), DI
+	MOVQ rowBytes+32(FP), R8
+	MOVQ rowOff+40(FP), R9
+	SCALES
+	ADDQ $2, DI
+	MOVQ $4, R12
+
+q8chunk:
+	VMOVDQU (SI), Y0
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y1
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y2
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y3
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y4
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y5
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y6
+	ADDQ    CX, SI
+	VMOVDQU (SI), Y7
+	ADDQ    CX, SI
+	TRANSPOSE8
+	STORE8
+	ADDQ    $8, DI
+	DECQ    R12
+	JNZ     q8chunk
+	VZEROUPPER
+	RET
+
+// NIBBLES sets Y to the 32 nibbles of the 16 bytes at m1 (position p < 16
+// the low nibble of byte p, 16+p its high one) one a byte, ORed with those
+// at m2 shifted up a nibble. Uses Y9; Y14, Y15 hold the shifts and the
+// nibble mask.
+#define NIBBLES(m1, m2, Y) \
+	VBROADCASTI128 m1, Y;        \
+	VPSRLVD        Y14, Y, Y;    \
+	VPAND          Y15, Y, Y;    \
+	VBROADCASTI128 m2, Y9;       \
+	VPSRLVD        Y14, Y9, Y9;  \
+	VPAND          Y15, Y9, Y9;  \
+	VPSLLW         $4, Y9, Y9;   \
+	VPOR           Y9, Y, Y
+
+// func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int)
+//
+// packQ8_0AVX2 for Q4_0: the column pieces are 16 bytes of nibbles, and a
+// row's block byte j holds columns j and j+16.
+TEXT ·packQ4_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ    cols+0(FP), SI
+	MOVQ    stride+8(FP), CX
+	MOVQ    scales+16(FP), BX
+	MOVQ    dst+24(FP), DI
+	MOVQ    rowBytes+32(FP), R8
+	MOVQ    rowOff+40(FP), R9
+	SCALES
+	ADDQ    $2, DI
+	VMOVDQU sparseHalfShift<>(SB), Y14
+	VMOVDQU sparseNibble<>(SB), Y15
+	MOVQ    CX, R13
+	SHLQ    $4, R13                   // 16 columns on
+	MOVQ    $2, R12
+
+q4chunk:
+	NIBBLES((SI), (SI)(R13*1), Y0)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y1)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y2)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y3)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y4)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y5)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y6)
+	ADDQ    CX, SI
+	NIBBLES((SI), (SI)(R13*1), Y7)
+	ADDQ    CX, SI
+	TRANSPOSE8
+	STORE8
+	ADDQ    $8, DI
+	DECQ    R12
+	JNZ     q4chunk
+	VZEROUPPER
+	RET
+
+DATA sparseAbs<>+0(SB)/4, $0x7fffffff
+GLOBL sparseAbs<>(SB), RODATA|NOPTR, $4
+
+// func thresholdAVX2(dst, x *float32, n int, threshold float32)
+//
+// dst[i] = x[i] where |x[i]| > threshold, else 0 (NaNs too), 8 at a time;
+// n is a multiple of 8.
+TEXT ·thresholdAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS threshold+24(FP), Y3
+	VBROADCASTSS sparseAbs<>(SB), Y2
+	SHRQ         $3, CX
+	JZ           thrdone
+
+thrloop:
+	VMOVUPS (SI), Y0
+	VANDPS  Y2, Y0, Y1
+	VCMPPS  $0x1e, Y3, Y1, Y1        // |x| > threshold, ordered
+	VANDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     thrloop
+
+thrdone:
+	VZEROUPPER
+	RET
+
+// func planQ8AVX2(act *byte, nb int, cols *int32, table *uint64, offs *int32, xs *int8, counts *int32)
+//
+// planBlocksGeneric: for each Q8_0 block of act, 8 quants at a time, the
+// non-zero ones' indices (table[mask]: the set bits' positions, a byte
+// each) gather their columns' offsets (cols: the block's 32, the first 8 in
+// the low half) with VPERMD and their quants with VPSHUFB, stored at the
+// running count (8 at a time: offs and xs have 8 entries of slack); the
+// block's last quad is then padded.
+TEXT ·planQ8AVX2(SB), NOSPLIT, $0-56
+	MOVQ    act+0(FP), SI
+	MOVQ    nb+8(FP), CX
+	MOVQ    cols+16(FP), AX
+	MOVQ    table+24(FP), R8
+	MOVQ    offs+32(FP), DI
+	MOVQ    xs+40(FP), DX
+	MOVQ    counts+48(FP), R9
+	VMOVDQU 0(AX), Y8
+	VMOVDQU 32(AX), Y9
+	VMOVDQU 64(AX), Y10
+	VMOVDQU 96(AX), Y11
+	VPXOR   X15, X15, X15
+	XORQ    R10, R10                  // k: the entries written
+
+#define PLAN8(off, Ycols) \
+	VMOVQ     off(SI), X0;      \
+	VPCMPEQB  X15, X0, X1;      \
+	VPMOVMSKB X1, AX;           \
+	NOTL      AX;               \
+	ANDL      $0xff, AX;        \
+	VMOVQ     (R8)(AX*8), X2;   \
+	VPSHUFB   X2, X0, X3;       \
+	VMOVQ     X3, (DX)(R10*1);  \
+	VPMOVZXBD X2, Y4;           \
+	VPERMD    Ycols, Y4, Y5;    \
+	VMOVDQU   Y5, (DI)(R10*4);  \
+	POPCNTL   AX, AX;           \
+	ADDQ      AX, R10
+
+planblock:
+	MOVQ R10, R11                     // the block's first entry
+	PLAN8(2, Y8)
+	PLAN8(10, Y9)
+	PLAN8(18, Y10)
+	PLAN8(26, Y11)
+	// Pad the last quad: the last column, activation 0.
+planpad:
+	TESTQ $3, R10
+	JZ    planpadded
+	MOVL  -4(DI)(R10*4), AX
+	MOVL  AX, (DI)(R10*4)
+	MOVB  $0, (DX)(R10*1)
+	INCQ  R10
+	JMP   planpad
+
+planpadded:
+	MOVQ R10, AX
+	SUBQ R11, AX
+	SHRQ $2, AX
+	MOVL AX, (R9)
+	ADDQ $4, R9
+	ADDQ $34, SI
+	DECQ CX
+	JNZ  planblock
+	VZEROUPPER
+	RET

@@ -1,0 +1,221 @@
+package sparse
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ruvllm/ruvllm/kernels"
+)
+
+// layoutTypes are the formats with a channel-major layout.
+var layoutTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.Q8_0, kernels.Q4_0}
+
+// randRowMajor quantizes a random (rows, cols) matrix to t, row-major, with
+// weights of about 0.02 as a model's.
+func randRowMajor(r *rand.Rand, t kernels.DType, rows, cols int) []byte {
+	tr, _ := kernels.TraitsOf(t)
+	rb := t.RowBytes(cols)
+	w := make([]byte, rows*rb)
+	row := make([]float32, cols)
+	for i := range rows {
+		for c := range row {
+			row[c] = float32(r.NormFloat64() * 0.02)
+		}
+		tr.QuantizeRow(row, w[i*rb:(i+1)*rb])
+	}
+	return w
+}
+
+// randInput is an activation vector: mostly small, with a few large
+// entries, as the inputs of a model's projections are.
+func randInput(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+		if r.IntN(50) == 0 {
+			x[i] *= 20
+		}
+	}
+	return x
+}
+
+func encoded(t kernels.DType, rows, cols int, rowMajor []byte) *Matrix {
+	cm := make([]byte, len(rowMajor))
+	Encode(t, rows, cols, rowMajor, cm)
+	m, err := NewMatrix(t, rows, cols, cm, []float32{0, 0.5, 1, 2})
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func thresholded(x []float32, thr float32) []float32 {
+	xt := make([]float32, len(x))
+	for i, v := range x {
+		if v > thr || -v > thr {
+			xt[i] = v
+		}
+	}
+	return xt
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, dt := range layoutTypes {
+		for _, shape := range [][2]int{{32, 32}, {64, 96}, {96, 64}, {256, 160}} {
+			rows, cols := shape[0], shape[1]
+			t.Run(fmt.Sprintf("%v/%dx%d", dt, rows, cols), func(t *testing.T) {
+				src := randRowMajor(r, dt, rows, cols)
+				m := encoded(dt, rows, cols, src)
+				rb := dt.RowBytes(cols)
+				for _, span := range [][2]int{{0, rows}, {0, 32}, {32, rows}, {rows - 32, rows}} {
+					got := make([]byte, (span[1]-span[0])*rb)
+					m.PackRows(span[0], span[1], got)
+					if want := src[span[0]*rb : span[1]*rb]; string(got) != string(want) {
+						t.Fatalf("rows %v do not come back as they were", span)
+					}
+				}
+			})
+		}
+	}
+	if Supported(kernels.Q8_0, 48, 64) == nil || Supported(kernels.Q4_K, 256, 256) == nil || Supported(kernels.F32, 7, 5) != nil {
+		t.Error("Supported accepts or refuses the wrong shapes")
+	}
+}
+
+// TestMulVecIsTheDenseProductOfTheThresholdedInput compares the sparse
+// mat-vec with the dense kernels' product of the same matrix (row-major)
+// and the input thresholded: the same integer sums, so they differ only by
+// the order of float additions.
+func TestMulVecIsTheDenseProductOfTheThresholdedInput(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	pools := map[string]*kernels.Pool{"nil": nil, "threads=1": kernels.NewPool(1), "threads=3": kernels.NewPool(3)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, dt := range layoutTypes {
+		for _, shape := range [][2]int{{64, 256}, {256, 64}, {96, 1024}} {
+			rows, cols := shape[0], shape[1]
+			t.Run(fmt.Sprintf("%v/%dx%d", dt, rows, cols), func(t *testing.T) {
+				w := randRowMajor(r, dt, rows, cols)
+				m := encoded(dt, rows, cols, w)
+				x := randInput(r, cols)
+				for _, thr := range []float32{0, 0.5, 1.5, 1e9} {
+					xt := thresholded(x, thr)
+					want := make([]float32, rows)
+					kernels.MatVec(nil, dt, w, rows, cols, xt, want, make([]byte, kernels.MatScratchBytes(dt, cols, 1)))
+					var first []float32
+					for name, p := range pools {
+						var s Scratch
+						s.Fit(m, 1, p.Size())
+						out := make([]float32, rows)
+						m.MulVec(p, x, thr, out, &s)
+						for i := range out {
+							if d := math.Abs(float64(out[i] - want[i])); d > 1e-5*math.Abs(float64(want[i]))+1e-6 {
+								t.Fatalf("%s, threshold %g: row %d: %g, dense %g", name, thr, i, out[i], want[i])
+							}
+						}
+						if first == nil {
+							first = out
+						}
+						for i := range out {
+							if out[i] != first[i] {
+								t.Fatalf("%s, threshold %g: row %d differs between thread counts: %g, %g", name, thr, i, out[i], first[i])
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMatMulIsTheDenseProduct checks the product over several tokens (the
+// packed rows through the dense kernels) bit for bit against the dense
+// product of the thresholded input.
+func TestMatMulIsTheDenseProduct(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	p := kernels.NewPool(3)
+	defer p.Close()
+	for _, dt := range layoutTypes {
+		for _, n := range []int{2, 9, 70} {
+			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
+				const rows, cols = 320, 256
+				w := randRowMajor(r, dt, rows, cols)
+				m := encoded(dt, rows, cols, w)
+				x := randInput(r, n*cols)
+				const thr = 0.7
+				want := make([]float32, n*rows)
+				kernels.MatMul(nil, dt, w, rows, cols, thresholded(x, thr), n, want, make([]byte, kernels.MatScratchBytes(dt, cols, n)))
+				var s Scratch
+				s.Fit(m, n, p.Size())
+				out := make([]float32, n*rows)
+				m.MatMul(p, x, n, thr, out, &s)
+				for i := range out {
+					if out[i] != want[i] {
+						t.Fatalf("token %d row %d: %g, dense %g", i/rows, i%rows, out[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestTableAt(t *testing.T) {
+	tab := Table{0, 0.1, 0.2, 0.4}
+	cases := []struct {
+		s    float64
+		want float32
+		err  bool
+	}{
+		{0, 0, false}, {0.25, 0.1, false}, {0.375, 0.15, false}, {0.75, 0.4, false},
+		{0.8, 0, true}, {-0.1, 0, true}, {math.NaN(), 0, true},
+	}
+	for _, c := range cases {
+		got, err := tab.At(c.s)
+		if (err != nil) != c.err || (!c.err && math.Abs(float64(got-c.want)) > 1e-6) {
+			t.Errorf("At(%g) = %g, %v; want %g (error %v)", c.s, got, err, c.want, c.err)
+		}
+	}
+	for _, bad := range []Table{{0}, {0, -1}, {0.5, 0.1}, {0, float32(math.Inf(1))}} {
+		if bad.check() == nil {
+			t.Errorf("%v passes the check", bad)
+		}
+	}
+}
+
+// TestMulVecKeepsNoStalePlan runs the products of two matrices of one
+// shape on one input (the second reuses the first's plan), then on the
+// input changed in place, with one Scratch: each must be its own product.
+func TestMulVecKeepsNoStalePlan(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, dt := range layoutTypes {
+		const rows, cols = 64, 128
+		w1, w2 := randRowMajor(r, dt, rows, cols), randRowMajor(r, dt, rows, cols)
+		m1, m2 := encoded(dt, rows, cols, w1), encoded(dt, rows, cols, w2)
+		var s Scratch
+		s.Fit(m1, 1, 1)
+		x := randInput(r, cols)
+		check := func(what string, m *Matrix, w []byte) {
+			want := make([]float32, rows)
+			kernels.MatVec(nil, dt, w, rows, cols, thresholded(x, 0.5), want, make([]byte, kernels.MatScratchBytes(dt, cols, 1)))
+			got := make([]float32, rows)
+			m.MulVec(nil, x, 0.5, got, &s)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*math.Abs(float64(want[i]))+1e-6 {
+					t.Fatalf("%v, %s: row %d: %g, dense %g", dt, what, i, got[i], want[i])
+				}
+			}
+		}
+		check("first matrix", m1, w1)
+		check("second matrix, same input", m2, w2)
+		for i := range x {
+			x[i] = -x[i] * 1.5
+		}
+		check("input changed in place", m2, w2)
+	}
+}
