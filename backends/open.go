@@ -51,6 +51,11 @@ type Options struct {
 	// matrices: a fraction, each matrix's threshold read from the file's
 	// calibration. 0 means the level the file was calibrated for.
 	Sparsity float64
+	// NoRepack keeps only the file's layout of the weights. By default a
+	// backend may also keep a copy of some weight formats in a layout its
+	// one-token (decode) kernels run faster on (native: Q4_0 and Q4_K, rows
+	// packed 8 at a time), which costs that copy's memory.
+	NoRepack bool
 }
 
 // Opener makes a backend for a loaded model. The backend uses the model's

@@ -61,6 +61,7 @@ type Pool struct {
 	prep   prepJob
 	quan   quantJob
 	packed packedJob
+	inter  interleavedJob
 }
 
 const (

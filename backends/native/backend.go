@@ -164,6 +164,9 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 		b.rotary[i].cos = make([]float32, b.maxBatch*cfg.RopeDim/2)
 		b.rotary[i].sin = make([]float32, b.maxBatch*cfg.RopeDim/2)
 	}
+	if !opt.NoRepack {
+		w.repack(b.pool)
+	}
 	return b, nil
 }
 

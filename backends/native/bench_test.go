@@ -163,3 +163,21 @@ func reportAgainstDense(b *testing.B, took [2]time.Duration, tokens int) {
 	b.ReportMetric(float64(tokens)/took[1].Seconds(), "sparse-tokens/s")
 	b.ReportMetric(took[0].Seconds()/took[1].Seconds(), "x-dense")
 }
+
+// BenchmarkRepack measures decode (and prefill, which does not use the
+// packed copies) on one thread with the packed copies of the 4-bit weights
+// (the default) and with the file's layout only (NoRepack), one after the
+// other in each run, in tokens/s and CPU time per token.
+func BenchmarkRepack(b *testing.B) {
+	for _, shape := range []string{"llama-134m", "tinyllama-1.1b"} {
+		for _, ft := range []string{"Q4_0", "Q4_K_M"} {
+			b.Run(shape+"-"+ft, func(b *testing.B) {
+				path := testmodel.Synth(b, shape, ft)
+				for _, noRepack := range []bool{false, true} {
+					be, _, _ := openFile(b, path, backends.Options{Threads: 1, KVTokens: 256, NoRepack: noRepack})
+					benchPromptAndDecode(b, be, fmt.Sprintf("norepack=%v", noRepack))
+				}
+			})
+		}
+	}
+}

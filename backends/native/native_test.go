@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -400,4 +401,44 @@ func TestKVPoolFull(t *testing.T) {
 	if _, err := b.NewSequence(backends.SequenceOptions{MaxLen: 65}); err == nil {
 		t.Fatal("a sequence longer than the pool was made")
 	}
+}
+
+// TestRepackDecodesTheSame decodes Q4_0 and Q4_K models with the packed copy of the
+// weights (the default) and with the file's layout only (NoRepack): every
+// logit must be equal to the bit, with one thread and with two.
+func TestRepackDecodesTheSame(t *testing.T) {
+	for _, m := range []testModel{
+		synthModel("tiny", "Q4_0", 0),
+		synthModel("tiny", "Q4_K_M", 0),
+		sharedModel(0, "models", "mini", "mini-llama-Q4_0.gguf"),
+		sharedModel(0, "models", "mini", "mini-llama-Q4_K_M.gguf"),
+	} {
+		for _, threads := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/%dthreads", m.name, threads), func(t *testing.T) {
+				packed := m.open(t, backends.Options{Threads: threads})
+				plain := m.open(t, backends.Options{Threads: threads, NoRepack: true})
+				if n, none := countPacked(packed.w), countPacked(plain.w); n == 0 || none != 0 {
+					t.Fatalf("%d packed matrices by default, %d with NoRepack: want some and none", n, none)
+				}
+				_, want := alone(t, plain, promptA[:3], promptA[3:], 32)
+				_, got := alone(t, packed, promptA[:3], promptA[3:], 32)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("logit %d: packed %v, file layout %v", i, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// countPacked is the number of matrices of w with a packed copy.
+func countPacked(w *weights) int {
+	n := 0
+	for _, m := range w.matrices() {
+		if m.packed != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -67,21 +67,24 @@ func (s *modelSource) load(ctx context.Context, o models.LoadOptions) (*models.M
 }
 
 // backendFlags choose what runs a command's model: the backend, by name,
-// the sparsity of a sparsified file, and (unless the command takes a list
-// of them) its threads.
+// the sparsity of a sparsified file, whether it may keep repacked copies
+// of weights, and (unless the command takes a list of them) its threads.
 type backendFlags struct {
 	name     *string
 	sparsity *float64 // -1: not given
 	threads  *int     // nil: the command sets Options.Threads itself
+	noRepack *bool
 }
 
-// addBackendFlags registers --backend and --sparsity, and -t/--threads when
+// addBackendFlags registers --backend, --sparsity and --no-repack, and -t/--threads when
 // threads is set.
 func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
 	bf := &backendFlags{
 		name: fs.String("backend", "", "the backend that runs the model ("+strings.Join(backends.Names(), ", ")+
 			"; default: "+native.SparseBackend+" for a sparsified file, else "+backends.DefaultBackend+")"),
 		sparsity: fs.Float64("sparsity", -1, "run a sparsified file at this sparsity (0 … 0.99; 0 runs it dense) instead of the one it was calibrated for"),
+		noRepack: fs.Bool("no-repack", false, "keep only the file's layout of the weights: no interleaved copy of Q4_0 and Q4_K matrices "+
+			"for decode (less memory, slower decode)"),
 	}
 	if threads {
 		bf.threads = addThreadsFlag(fs)
@@ -106,6 +109,7 @@ func (bf *backendFlags) openNamed(name string, m *models.Model, o backends.Optio
 		return nil, err
 	}
 	o.Sparsity = sparsity
+	o.NoRepack = o.NoRepack || *bf.noRepack
 	return backends.Open(name, m, o)
 }
 
