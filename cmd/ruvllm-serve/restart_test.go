@@ -72,8 +72,8 @@ func firstToken(t *testing.T, base string, prompt []int) (time.Duration, int) {
 // RUVLLM_RESTART_RUNS runs (3 by default), alternating the two servers.
 // It needs RUVLLM_RESTART_MODEL, a model file (the README's figures: the
 // tinyllama-1.1b shape in Q4_0), and runs the servers with RUVLLM_RESTART_ARGS
-// (default "--threads 2 --ctx 2048 --parallel 1"); time it under
-// flock /work/bench.lock.
+// (default "--threads 2 --ctx 2048 --parallel 1"); time it when nothing else
+// runs on the machine.
 func TestRestartTTFT(t *testing.T) {
 	model := os.Getenv("RUVLLM_RESTART_MODEL")
 	if model == "" {
