@@ -3,8 +3,9 @@
 # loopback, without Docker. Two ruvllm-serve replicas and HAProxy with
 # deploy/haproxy/haproxy.cfg (the compose file's; only the addresses differ,
 # given through its environment variables), then three runs of
-# `ruvllm-serve loadtest` (SESSIONS chats of TURNS turns at once, each turn
-# the whole history plus USER_WORDS new words):
+# `ruvllm-serve loadtest` (SESSIONS chats of TURNS turns at once; a chat's
+# first message is FIRST_WORDS words, a document the user pastes, each later
+# one USER_WORDS words; each turn sends the whole history):
 #   1. affinity:    the config as it is (consistent hashing on the session key);
 #   2. round robin: the same config with `balance roundrobin`, the same load;
 #   (1 and 2 alternate RUNS times, A B A B, each pair on other chats);
@@ -24,22 +25,37 @@
 # failover error; times are reported, not checked (they depend on the
 # machine's load). Needs go, curl and haproxy (2.6 or later).
 #
-# Environment: SESSIONS (8), TURNS (6), USER_WORDS (40), MAX_TOKENS (16),
-# RUNS (1), THINK (0: the mean pause before a turn, as loadtest's --think),
-# THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF file; default: a
-# llama-134m Q8_0 that `ruvllm-serve synth` writes), RUVLLM_TEST_PORT (18180:
-# the balancer; +1, +2 the replicas; +3 HAProxy's metrics), KEEP=1 keeps the
-# work directory with the logs and records.
+# The replicas are sized for their share of the load, as replicas are when
+# one machine no longer holds every chat: PARALLEL (4) sequences at once and
+# KV memory for KV_TOKENS (6,000) tokens each, which holds the 4 chats a
+# replica gets with affinity at their last turn (~1,380 tokens each with the
+# defaults) with 8% to spare, but not all 8 chats, which round robin sends
+# to each replica. With more KV memory (KV_TOKENS=0: the default of
+# --parallel × --ctx) round robin keeps every chat on both replicas and
+# loses only the turns that land on the replica that did not run the
+# previous one.
+#
+# Environment: SESSIONS (8), TURNS (6), FIRST_WORDS (300), USER_WORDS (12),
+# MAX_TOKENS (32), THINK (1s: the mean pause before a turn, as loadtest's
+# --think; 0 makes a replica's chats run in step), PARALLEL (4), KV_TOKENS
+# (6000; 0: the server's default) or KV_MEMORY (a size as --kv-memory
+# reads it), RUNS (1), THREADS per replica (1), RUVLLM_TEST_MODEL (a GGUF
+# file; default: a llama-134m Q8_0 that `ruvllm-serve synth` writes),
+# RUVLLM_TEST_PORT (18180: the balancer; +1, +2 the replicas; +3 HAProxy's
+# metrics), KEEP=1 keeps the work directory with the logs and records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SESSIONS=${SESSIONS:-8}
 TURNS=${TURNS:-6}
-USER_WORDS=${USER_WORDS:-40}
-MAX_TOKENS=${MAX_TOKENS:-16}
+USER_WORDS=${USER_WORDS:-12}
+FIRST_WORDS=${FIRST_WORDS:-300}
+KV_TOKENS=${KV_TOKENS:-6000}
+MAX_TOKENS=${MAX_TOKENS:-32}
 THREADS=${THREADS:-1}
 RUNS=${RUNS:-1}
-THINK=${THINK:-0}
+THINK=${THINK:-1s}
+PARALLEL=${PARALLEL:-4}
 PORT=${RUVLLM_TEST_PORT:-18180}
 LB_PORT=$PORT R1_PORT=$((PORT + 1)) R2_PORT=$((PORT + 2)) LB_METRICS_PORT=$((PORT + 3))
 
@@ -68,6 +84,14 @@ go build -o "$BIN" ./cmd/ruvllm-serve
 MODEL=${RUVLLM_TEST_MODEL:-$WORK/llama-134m-q8_0.gguf}
 [ -f "$MODEL" ] || "$BIN" synth --shape llama-134m --type Q8_0 --out "$MODEL" >&2
 
+# KV memory of each replica: KV_TOKENS tokens of the model's F16 KV (layers
+# × 2 × kv heads × head dim × 2 bytes a token), unless KV_MEMORY says it.
+if [ -z "${KV_MEMORY:-}" ] && [ "$KV_TOKENS" != 0 ]; then
+	read -r layers kv_heads head_dim <<<"$("$BIN" inspect --model "$MODEL" | sed -n 's/.* layers \([0-9]*\),.* kv heads \([0-9]*\), head dim \([0-9]*\).*/\1 \2 \3/p')"
+	[ -n "${head_dim:-}" ] || { echo "test-local: no layers, kv heads and head dim in inspect's output for $MODEL (set KV_MEMORY)" >&2; exit 2; }
+	KV_MEMORY=$((KV_TOKENS * layers * 2 * kv_heads * head_dim * 2))B
+fi
+
 for port in "$LB_PORT" "$R1_PORT" "$R2_PORT" "$LB_METRICS_PORT"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		echo "test-local: port $port is taken (set RUVLLM_TEST_PORT)" >&2
@@ -89,7 +113,7 @@ wait_for() {
 
 start_replica() { # start_replica N PORT
 	"$BIN" serve --model "ruvllm=$MODEL" --chat-template chatml --host 127.0.0.1 --port "$2" \
-		--threads "$THREADS" --parallel 8 --ctx 2048 >"$WORK/replica$1.log" 2>&1 &
+		--threads "$THREADS" --parallel "$PARALLEL" --ctx 2048 ${KV_MEMORY:+--kv-memory "$KV_MEMORY"} >"$WORK/replica$1.log" 2>&1 &
 	PIDS[r$1]=$!
 }
 
@@ -124,7 +148,7 @@ loadtest() { # loadtest NAME ARGS...: one run; prints and keeps its summary
 	local name=$1
 	shift
 	"$BIN" loadtest --url "http://127.0.0.1:$LB_PORT" --sessions "$SESSIONS" --turns "$TURNS" \
-		--user-words "$USER_WORDS" --max-tokens "$MAX_TOKENS" --think "$THINK" --key mixed --records "$WORK/$name.jsonl" "$@" >"$WORK/$name.out"
+		--user-words "$USER_WORDS" --first-words "$FIRST_WORDS" --max-tokens "$MAX_TOKENS" --think "$THINK" --key mixed --records "$WORK/$name.jsonl" "$@" >"$WORK/$name.out"
 	sed "s/^/$name: /" "$WORK/$name.out"
 }
 

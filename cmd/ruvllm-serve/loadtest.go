@@ -37,6 +37,7 @@ type loadTest struct {
 	url, model, apiKey, system string
 	sessions, turns, chats     int
 	userWords, maxTokens       int
+	firstWords                 int
 	key                        string
 	seed                       uint64
 	timeout, think             time.Duration
@@ -76,7 +77,7 @@ type turnRecord struct {
 }
 
 func runLoadtest(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("loadtest", "[--url URL] [--sessions 8] [--turns 6] [--chats 1] [--user-words 150] [--max-tokens 16] [--key mixed|header|user|prompt] [--records F.jsonl] [--failover F]")
+	fs := newFlags("loadtest", "[--url URL] [--sessions 8] [--turns 6] [--chats 1] [--user-words 150] [--first-words N] [--max-tokens 16] [--key mixed|header|user|prompt] [--records F.jsonl] [--failover F]")
 	lt := &loadTest{}
 	fs.StringVar(&lt.url, "url", "http://127.0.0.1:8080", "base URL of the server or load balancer (its /v1/chat/completions is called)")
 	fs.StringVar(&lt.model, "model", "", `"model" of the requests (default: none, the server's default model)`)
@@ -86,6 +87,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&lt.turns, "turns", 6, "turns of each chat: each sends the whole history and a new user message")
 	fs.IntVar(&lt.chats, "chats", 1, "chats each session runs, one after another, each a new session")
 	fs.IntVar(&lt.userWords, "user-words", 150, "words of each user message")
+	fs.IntVar(&lt.firstWords, "first-words", 0, "words of each chat's first user message, as a document pasted before the questions (0: --user-words)")
 	fs.IntVar(&lt.maxTokens, "max-tokens", 16, "max_tokens of each turn")
 	fs.StringVar(&lt.key, "key", keyMixed, "how a chat names its session to a load balancer: header (X-Session-Id), user (the user field), prompt (nothing: the balancer reads the first message), or mixed (the three by turns of session)")
 	fs.Uint64Var(&lt.seed, "seed", 1, "seed of the messages' words and the session ids")
@@ -99,6 +101,8 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case lt.sessions < 1 || lt.turns < 1 || lt.chats < 1 || lt.userWords < 1 || lt.maxTokens < 1:
 		return fmt.Errorf("%w: --sessions, --turns, --chats, --user-words and --max-tokens must be positive", errUsage)
+	case lt.firstWords < 0:
+		return fmt.Errorf("%w: --first-words must not be negative", errUsage)
 	case !slices.Contains([]string{keyHeader, keyUser, keyPrompt, keyMixed}, lt.key):
 		return fmt.Errorf("%w: --key %q: want header, user, prompt or mixed", errUsage, lt.key)
 	case lt.timeout <= 0 || lt.think < 0:
@@ -166,7 +170,11 @@ func (lt *loadTest) session(ctx context.Context, s int) {
 			if t > 1 && lt.think > 0 {
 				time.Sleep(time.Duration(pause.ExpFloat64() * float64(lt.think)))
 			}
-			messages = append(messages, map[string]string{"role": "user", "content": userMessage(rng, t, lt.userWords)})
+			n := lt.userWords
+			if t == 1 && lt.firstWords > 0 {
+				n = lt.firstWords
+			}
+			messages = append(messages, map[string]string{"role": "user", "content": userMessage(rng, t, n)})
 			for attempt := 1; ; attempt++ {
 				rec, text := lt.turn(ctx, messages, id, key)
 				rec.Session, rec.Chat, rec.Turn, rec.Attempt, rec.Key, rec.History = s, id, t, attempt, key, history

@@ -118,8 +118,11 @@ func TestLoadtestRequests(t *testing.T) {
 	hs := httptest.NewServer(f)
 	defer hs.Close()
 	var out bytes.Buffer
-	if err := runLoadtest([]string{"--url", hs.URL, "--sessions", "3", "--turns", "2", "--user-words", "5", "--key", "mixed", "--think", "5ms"}, &out, io.Discard); err != nil {
+	if err := runLoadtest([]string{"--url", hs.URL, "--sessions", "3", "--turns", "2", "--user-words", "5", "--first-words", "9", "--key", "mixed", "--think", "5ms"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
+	}
+	if err := runLoadtest([]string{"--url", hs.URL, "--first-words", "-1"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("--first-words -1: %v, want a usage error", err)
 	}
 	if err := runLoadtest([]string{"--url", hs.URL, "--think", "-1s"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
 		t.Errorf("--think -1s: %v, want a usage error", err)
@@ -151,6 +154,13 @@ func TestLoadtestRequests(t *testing.T) {
 		}
 		if len(r.messages) == 4 && (r.messages[2]["role"] != "assistant" || r.messages[2]["content"] != "hello world") {
 			t.Errorf("second turn's history %v", r.messages)
+		}
+		// "Turn N:" and the words: --first-words in the first message,
+		// --user-words in later ones.
+		for i, want := range map[int]int{1: 2 + 9, 3: 2 + 5} {
+			if i < len(r.messages) && len(strings.Fields(r.messages[i]["content"])) != want {
+				t.Errorf("message %d %q: want %d words", i, r.messages[i]["content"], want)
+			}
 		}
 	}
 	if byKey["header"] != 2 || byKey["user"] != 3 || byKey["prompt"] != 2 {
