@@ -22,6 +22,9 @@ func blockQ8_0AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float3
 func blockQ4_0AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float32, corr int32, y *float32, first bool, next *int32, nextN int, nextBlk *byte)
 
 //go:noescape
+func blockQ4_0x64AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float32, corr int32, y *float32, first bool, next *int32, nextN int, nextBlk *byte)
+
+//go:noescape
 func planQ8AVX2(act *byte, nb int, cols *int32, table *uint64, offs *int32, xs *int8, counts *int32)
 
 //go:noescape
@@ -62,6 +65,8 @@ func blockKernel(t kernels.DType, offs []int32, xs []int8, blk []byte, rows int,
 	}
 	if t == kernels.Q8_0 {
 		blockQ8_0AVX2(&offs[0], &xs[0], len(offs)/4, &blk[0], rows, dx, corr, &y[0], first, no, len(nextOffs)/4, nb)
+	} else if rows%64 == 0 {
+		blockQ4_0x64AVX2(&offs[0], &xs[0], len(offs)/4, &blk[0], rows, dx, corr, &y[0], first, no, len(nextOffs)/4, nb)
 	} else {
 		blockQ4_0AVX2(&offs[0], &xs[0], len(offs)/4, &blk[0], rows, dx, corr, &y[0], first, no, len(nextOffs)/4, nb)
 	}

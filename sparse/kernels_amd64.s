@@ -543,3 +543,148 @@ planpadded:
 	JNZ  planblock
 	VZEROUPPER
 	RET
+
+// PAIR64 adds, for the 64 rows at R14 of the columns at offsets Ra and Rb
+// (a pair of a quad), the pairs' products with their two activations (at
+// xoff(CX)) to the int16 sums of positions 0…7, 8…15, 16…23, 24…31 of
+// both groups of 32 rows in Yp0 … Yp3 (one group a 128-bit half). Uses
+// Y8 … Y13.
+#define PAIR64(Ra, Rb, xoff, Yp0, Yp1, Yp2, Yp3) \
+	VMOVDQU      (R14)(Ra*1), Y8;   \
+	VMOVDQU      (R14)(Rb*1), Y9;   \
+	PREFETCHT0   256(R14)(Ra*1);    \
+	PREFETCHT0   256(R14)(Rb*1);    \
+	VPSRLW       $4, Y8, Y10;       \
+	VPSRLW       $4, Y9, Y11;       \
+	VPAND        Y14, Y8, Y8;       \
+	VPAND        Y14, Y9, Y9;       \
+	VPAND        Y14, Y10, Y10;     \
+	VPAND        Y14, Y11, Y11;     \
+	VPBROADCASTW xoff(CX), Y13;     \
+	VPUNPCKLBW   Y9, Y8, Y12;       \
+	VPMADDUBSW   Y13, Y12, Y12;     \
+	VPADDW       Y12, Yp0, Yp0;     \
+	VPUNPCKHBW   Y9, Y8, Y12;       \
+	VPMADDUBSW   Y13, Y12, Y12;     \
+	VPADDW       Y12, Yp1, Yp1;     \
+	VPUNPCKLBW   Y11, Y10, Y12;     \
+	VPMADDUBSW   Y13, Y12, Y12;     \
+	VPADDW       Y12, Yp2, Yp2;     \
+	VPUNPCKHBW   Y11, Y10, Y12;     \
+	VPMADDUBSW   Y13, Y12, Y12;     \
+	VPADDW       Y12, Yp3, Yp3
+
+// WIDEN sums the int16 sums of positions of the quads' first pairs (Ya)
+// and second pairs (Yb) into int32: Ylo gets positions 4k…4k+3, Yhi the
+// next four (k: 0 for Yp0, 2 for Yp1, … as PAIR64 fills them).
+#define WIDEN(Ya, Yb, Ylo, Yhi) \
+	VPUNPCKLWD Yb, Ya, Ylo;                \
+	VPUNPCKHWD Yb, Ya, Yhi;                \
+	VPMADDWD   sparseOnes16<>(SB), Ylo, Ylo; \
+	VPMADDWD   sparseOnes16<>(SB), Yhi, Yhi
+
+// func blockQ4_0x64AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float32, corr int32, y *float32, first bool, next *int32, nextN int, nextBlk *byte)
+//
+// blockQ4_0AVX2 for rows a multiple of 64, with fewer instructions per
+// weight: a 32-byte load holds the nibbles of 64 rows of a column (two
+// groups of 32, a group a 128-bit half), and each quad is taken as two
+// pairs of columns, interleaved once (bytes) and multiplied by their two
+// activations into int16 sums per row, one set of sums for the quads'
+// first pairs and one for their second (a block's at most 8 quads add at
+// most 8·2·15·127 to each). At the block's end the two sets are added as
+// int32 and the positions put back in row order (the layout's rowAt):
+// rows 8i…8i+7 of a group are positions 4i…4i+3 and 16+4i…16+4i+3.
+TEXT ·blockQ4_0x64AVX2(SB), NOSPLIT, $0-88
+	PREFETCHNEXT
+	MOVQ         offs+0(FP), SI
+	MOVQ         blk+24(FP), DI
+	MOVQ         rows+32(FP), R8
+	VBROADCASTSS dx+40(FP), Y15
+	MOVQ         y+48(FP), R9
+	VMOVDQU      sparseNibble<>(SB), Y14
+	XORQ         R11, R11            // g: the first row of the 64
+
+q64rows:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	MOVQ  SI, R12
+	MOVQ  xs+8(FP), CX
+	MOVQ  nq+16(FP), R13
+	MOVQ  R11, R14
+	SHRQ  $1, R14
+	ADDQ  DI, R14                    // the block plus the pieces' offset in their columns
+
+q64quads:
+	MOVLQSX 0(R12), AX
+	MOVLQSX 4(R12), BX
+	MOVLQSX 8(R12), DX
+	MOVLQSX 12(R12), R10
+	PAIR64(AX, BX, 0, Y0, Y1, Y2, Y3)
+	PAIR64(DX, R10, 2, Y4, Y5, Y6, Y7)
+	ADDQ    $16, R12
+	ADDQ    $4, CX
+	DECQ    R13
+	JNZ     q64quads
+
+	WIDEN(Y0, Y4, Y8, Y9)            // positions 0…3, 4…7
+	WIDEN(Y1, Y5, Y10, Y11)          // 8…11, 12…15
+	WIDEN(Y2, Y6, Y12, Y13)          // 16…19, 20…23
+	WIDEN(Y3, Y7, Y0, Y1)            // 24…27, 28…31
+	VPERM2I128 $0x20, Y12, Y8, Y2    // first group: rows 0…7
+	VPERM2I128 $0x31, Y12, Y8, Y3    // second group: rows 0…7
+	VPERM2I128 $0x20, Y13, Y9, Y4    // rows 8…15
+	VPERM2I128 $0x31, Y13, Y9, Y5
+	VPERM2I128 $0x20, Y0, Y10, Y6    // rows 16…23
+	VPERM2I128 $0x31, Y0, Y10, Y7
+	VPERM2I128 $0x20, Y1, Y11, Y8    // rows 24…31
+	VPERM2I128 $0x31, Y1, Y11, Y9
+
+	MOVL         corr+44(FP), AX     // the weights are d·(n−8)
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	VPSUBD       Y13, Y2, Y2
+	VPSUBD       Y13, Y3, Y3
+	VPSUBD       Y13, Y4, Y4
+	VPSUBD       Y13, Y5, Y5
+	VPSUBD       Y13, Y6, Y6
+	VPSUBD       Y13, Y7, Y7
+	VPSUBD       Y13, Y8, Y8
+	VPSUBD       Y13, Y9, Y9
+
+	LEAQ    (DI)(R11*2), BX
+	LEAQ    (R9)(R11*4), DX
+	MOVBQZX first+56(FP), R10
+	TESTQ   R10, R10
+	JNZ     q64set
+	ADDY(Y2, 0, 0)
+	ADDY(Y4, 16, 32)
+	ADDY(Y6, 32, 64)
+	ADDY(Y8, 48, 96)
+	ADDY(Y3, 64, 128)
+	ADDY(Y5, 80, 160)
+	ADDY(Y7, 96, 192)
+	ADDY(Y9, 112, 224)
+	JMP     q64done
+
+q64set:
+	SETY(Y2, 0, 0)
+	SETY(Y4, 16, 32)
+	SETY(Y6, 32, 64)
+	SETY(Y8, 48, 96)
+	SETY(Y3, 64, 128)
+	SETY(Y5, 80, 160)
+	SETY(Y7, 96, 192)
+	SETY(Y9, 112, 224)
+
+q64done:
+	ADDQ $64, R11
+	CMPQ R11, R8
+	JLT  q64rows
+	VZEROUPPER
+	RET

@@ -19,7 +19,7 @@ func TestKernelsMatchTheirTwins(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, dt := range []kernels.DType{kernels.Q8_0, kernels.Q4_0} {
-		for _, rows := range []int{32, 96, 256} {
+		for _, rows := range []int{32, 64, 96, 256} {
 			t.Run(fmt.Sprintf("%v/%d", dt, rows), func(t *testing.T) {
 				cols := 4 * kernels.QK
 				m := encoded(dt, rows, cols, randRowMajor(r, dt, rows, cols))
@@ -28,10 +28,21 @@ func TestKernelsMatchTheirTwins(t *testing.T) {
 					b := trial % 4
 					blk := m.Data[b*bb : (b+1)*bb]
 					n := 4 * (1 + r.IntN(8))
+					extreme := trial >= 16 // the largest sums: 8 quads, every quant and activation at its limit
+					if extreme {
+						blk = append([]byte(nil), blk...)
+						for i := 2 * rows; i < len(blk); i++ {
+							blk[i] = 0xFF // Q4_0: nibbles 15; Q8_0: −1
+						}
+						n = kernels.QK
+					}
 					offs, xs := make([]int32, n), make([]int8, n)
 					for i := range offs {
 						offs[i] = int32(2*rows + r.IntN(kernels.QK)*colBytes(dt, rows))
 						xs[i] = int8(r.IntN(255) - 127)
+						if extreme {
+							xs[i] = int8(127 * (1 - 2*(trial%2)))
+						}
 					}
 					dx, corr := float32(r.Float64()), int32(r.IntN(20000)-10000)
 					if dt == kernels.Q8_0 {
