@@ -14,8 +14,9 @@ import (
 // is quantized to Q8_0 by blocks of 32 as the dense product quantizes its
 // activations, so that every block's integer sums are the dense product's
 // on x̃; the channels whose quants are zero are skipped, and the others are
-// taken four at a time (a quad), whose columns the AVX2 kernel interleaves
-// so that one VPMADDUBSW multiplies 8 rows by 4 channels. The blocks are
+// taken four at a time (a quad), whose columns the AVX2 kernels interleave
+// so that one VPMADDUBSW multiplies 8 rows by 4 channels (Q4_0 with rows a
+// multiple of 64: 16 rows by 2 channels, half a quad). The blocks are
 // split between a fixed number of tasks, each summing into its own partial
 // output, and the partials are added in task order: the result does not
 // depend on the number of threads.
