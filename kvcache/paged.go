@@ -528,6 +528,22 @@ func (p *Pool) fullError(need int) error {
 // past a table's Len). It returns -1 when the pool is exhausted;
 // callers check available first.
 func (p *Pool) alloc(zero bool) int {
+	b := p.take()
+	if b < 0 {
+		return -1
+	}
+	if p.tier != nil {
+		p.attachHalf(b)
+	} else if zero && p.meta[b].dirty {
+		p.zeroValues(b)
+	}
+	p.meta[b].dirty = true
+	return b
+}
+
+// take hands out a free block, else the least recently used cached one,
+// with one reference and its memory as it was; -1 when there is none.
+func (p *Pool) take() int {
 	b := p.next[p.freeHead()]
 	if b == p.freeHead() {
 		b = p.next[p.lruHead()]
@@ -541,15 +557,8 @@ func (p *Pool) alloc(zero bool) int {
 		}
 	}
 	p.unlink(b)
-	m := &p.meta[b]
-	m.ref = 1
+	p.meta[b].ref = 1
 	p.used++
-	if p.tier != nil {
-		p.attachHalf(int(b))
-	} else if zero && m.dirty {
-		p.zeroValues(int(b))
-	}
-	m.dirty = true
 	return int(b)
 }
 

@@ -246,7 +246,7 @@ func (t *BlockTable) reusable(tokens []int32, limit int) int {
 	if p.store != nil && n < limit {
 		n += p.bt * t.storeReach(tokens, n/p.bt, last, (limit+p.bt-1)/p.bt)
 		if n > limit {
-			// The store's blocks come back with their exact forms.
+			// The store's last block comes back with its exact form.
 			return limit
 		}
 	}

@@ -1,8 +1,12 @@
 package kvcache
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -174,8 +178,11 @@ func TestPagedRandomOpsWithStore(t *testing.T) {
 // BenchmarkRestore restores a 1,504-token prompt (47 blocks of the
 // tinyllama-1.1b shape: 22 layers, 4 kv heads of 64) from a store whose
 // files are in the page cache into a new pool, as a restarted server does
-// for a returning chat. Its MB/s count the exact keys and values restored
-// (704 KiB a block); a tiered pool also quantizes them again.
+// for a returning chat. Its MB/s count the keys and values restored as
+// their exact form (704 KiB a block), in both precisions: the F16 pool
+// copies that form; the tiered pool checks pages that also hold the 4-bit
+// form (198 KiB more) and copies that, and the exact form of its last
+// three blocks.
 func BenchmarkRestore(b *testing.B) {
 	for _, prec := range []Precision{F16, Tiered} {
 		b.Run(prec.String(), func(b *testing.B) {
@@ -223,4 +230,85 @@ func BenchmarkRestore(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRestoreForms: a quantized pool restores old blocks in their static
+// form alone and the last ones, which a row continuing the table reads at
+// F16 or 8 bits, with their exact and warm forms too; a restore cut short
+// by a bad page gives the blocks then last their exact forms, and the table
+// continues as the one that wrote the blocks.
+func TestRestoreForms(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		prec     Precision
+		bad      int // a block whose page holds other tokens; -1: none
+		restored int
+	}{
+		{"tiered", Tiered, -1, 10},
+		{"tiered cut", Tiered, 6, 6},
+		{"q4 cut", Q4, 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := small
+			o.Type, o.HotTokens, o.WarmTokens, o.StoreKey = c.prec, 4, 4, testStoreKey
+			o.Store = openStore(t, dir, o)
+			p := newTestPool(t, o, 24)
+			tab := newTestTable(t, p, 60)
+			prompt := seq(300, 42) // 10 full blocks of 4 and 2 more tokens
+			appendStored(t, tab, prompt...)
+			tab.Commit()
+			waitWritten(t, o.Store, 10)
+			o.Store.Close()
+			if c.bad >= 0 {
+				damagePage(t, dir, prompt[4*c.bad:4*c.bad+4])
+			}
+
+			o.Store = openStore(t, dir, o)
+			q := newTestPool(t, o, 24)
+			back := newTestTable(t, q, 60)
+			if n := back.Match(prompt); n != 4*c.restored {
+				t.Fatalf("restored %d tokens, want %d: %+v", n, 4*c.restored, q.Stats())
+			}
+			from := c.restored - 1 - q.tier.hotBlocks - q.tier.warmBlocks
+			for i, b := range back.Blocks() {
+				if m := &q.meta[b]; (m.half >= 0) != (i >= from) || c.prec == Tiered && (m.warm >= 0) != (i >= from) {
+					t.Errorf("block %d of %d: exact slot %d, warm slot %d", i, c.restored, m.half, m.warm)
+				}
+			}
+			mustCheck(t, q, back)
+			appendStored(t, back, prompt[4*c.restored:]...)
+			back.Commit()
+			mustCheck(t, q, back)
+			o.Store.Close()
+		})
+	}
+}
+
+// damagePage flips a byte of the stored page that starts with tokens, in
+// the store's files in dir, so that it fails its checksum.
+func damagePage(t *testing.T, dir string, tokens []int32) {
+	t.Helper()
+	want := make([]byte, 4*len(tokens))
+	for i, tok := range tokens {
+		binary.LittleEndian.PutUint32(want[4*i:], uint32(tok))
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		if at := bytes.Index(b, want); at >= 0 {
+			b[at+len(want)] ^= 0x10
+			if err := os.WriteFile(name, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no page of tokens %v in %s", tokens, dir)
 }

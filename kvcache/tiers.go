@@ -396,9 +396,16 @@ func (p *Pool) seal(b int) {
 	m.sealed = true
 	p.sealed++
 	if m.half >= 0 {
-		p.tier.half.setState(m.half, slotIdle)
-		p.tier.half.retarget(m.half, m.halfNeed)
+		p.unpinHalf(b)
 	}
+}
+
+// unpinHalf makes block b's exact form, pinned while it was written, cache
+// or needed as its holders' windows say.
+func (p *Pool) unpinHalf(b int) {
+	m := &p.meta[b]
+	p.tier.half.setState(m.half, slotIdle)
+	p.tier.half.retarget(m.half, m.halfNeed)
 }
 
 // dropForms frees the exact and warm slots of block b, which leaves use.
@@ -515,20 +522,25 @@ func (t *BlockTable) setWindow(next int) {
 // when it has one, from its exact form: the block's positions are all
 // written in that layer.
 func (p *Pool) quantizeLayer(b, layer int) {
-	t, o := p.tier, &p.opt
+	p.quantizeForm(b, layer, p.tier.base)
+	if p.meta[b].warm >= 0 {
+		p.quantizeForm(b, layer, FormQ8)
+	}
+}
+
+// quantizeForm writes layer of block b's form f (its static form, or FormQ8
+// for its warm form) from its exact form.
+func (p *Pool) quantizeForm(b, layer int, f Form) {
+	o := &p.opt
 	src := p.halfLayer(p.meta[b].half, layer)
 	kHalf := o.HeadDim * p.bt
 	vHalf := p.bt * o.HeadDimV
-	bits := t.base.Bits()
+	bits := f.Bits()
 	for h := range o.KVHeads {
 		k := src[h*kHalf : (h+1)*kHalf]
 		v := src[o.KVHeads*kHalf+h*vHalf:][:vHalf]
-		kernels.QuantizeKVTile(p.QuantKeys(b, layer, h, t.base), k, p.bt, bits, o.HeadDim, p.bt, true)
-		kernels.QuantizeKVTile(p.QuantValues(b, layer, h, t.base), v, o.HeadDimV, bits, p.bt, o.HeadDimV, false)
-		if p.meta[b].warm >= 0 {
-			kernels.QuantizeKVTile(p.QuantKeys(b, layer, h, FormQ8), k, p.bt, 8, o.HeadDim, p.bt, true)
-			kernels.QuantizeKVTile(p.QuantValues(b, layer, h, FormQ8), v, o.HeadDimV, 8, p.bt, o.HeadDimV, false)
-		}
+		kernels.QuantizeKVTile(p.QuantKeys(b, layer, h, f), k, p.bt, bits, o.HeadDim, p.bt, true)
+		kernels.QuantizeKVTile(p.QuantValues(b, layer, h, f), v, o.HeadDimV, bits, p.bt, o.HeadDimV, false)
 	}
 }
 

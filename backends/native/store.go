@@ -46,15 +46,15 @@ func (b *Backend) openStore(o kvcache.PoolOptions) (*neuralfield.Store, error) {
 }
 
 // storeKey is the key a pool of options o keys its blocks under: the
-// model file, the arithmetic, the precision and tiers, the block size and
-// the byte order of the stored halves.
+// model file, the arithmetic, the page format, the precision and tiers,
+// the block size and the byte order of the stored halves.
 func (b *Backend) storeKey(o kvcache.PoolOptions) neuralfield.Key {
 	h := sha256.New()
 	h.Write([]byte(kvArithmetic))
 	h.Write(b.kvStore.model[:])
 	var buf [8]byte
 	bt := o.BlockTokens
-	for _, x := range []int{int(o.Type), (o.HotTokens + bt - 1) / bt, (o.WarmTokens + bt - 1) / bt, bt, o.Layers, o.KVHeads, o.HeadDim} {
+	for _, x := range []int{kvcache.StorePageFormat, int(o.Type), (o.HotTokens + bt - 1) / bt, (o.WarmTokens + bt - 1) / bt, bt, o.Layers, o.KVHeads, o.HeadDim} {
 		binary.LittleEndian.PutUint64(buf[:], uint64(x))
 		h.Write(buf[:])
 	}
