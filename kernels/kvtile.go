@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // KV tiles are the quantized forms of a tiered KV cache's blocks: one tile
@@ -301,11 +302,16 @@ func KVTileGroups(tile []byte, bits, rows, cols int, byRow bool, s, m []float32)
 	}
 	dScale := FP16ToFP32(uint16(tile[0]) | uint16(tile[1])<<8)
 	dMin := FP16ToFP32(uint16(tile[2]) | uint16(tile[3])<<8)
-	s, m = s[:groups], m[:groups]
-	for g, c := range tile[kvTileHeader : kvTileHeader+groups] {
+	kvGroups(tile[kvTileHeader:kvTileHeader+2*groups], dScale, dMin, s[:groups], m[:groups])
+}
+
+// kvGroupsGeneric is the pure-Go twin of decoding a tile's codes (groups
+// scale codes, then groups min codes) into its groups' scales and mins.
+func kvGroupsGeneric(codes []byte, dScale, dMin float32, s, m []float32) {
+	for g, c := range codes[:len(s)] {
 		s[g] = dScale * float32(c)
 	}
-	for g, c := range tile[kvTileHeader+groups : kvTileHeader+2*groups] {
+	for g, c := range codes[len(s):] {
 		m[g] = dMin * float32(int8(c))
 	}
 }
@@ -362,16 +368,41 @@ func kvElem(row []byte, bits, c, cols int) float32 {
 }
 
 // KVScratchFloats is the scratch KVKeyScores and KVValueAccum need for
-// heads query heads over tiles of head_dim hd.
-func KVScratchFloats(heads, hd int) int { return 2*hd + heads*hd + heads }
+// heads query heads over tiles of head_dim hd and bt tokens: the groups'
+// scales and mins, the heads' coefficients and sums, and for 4-bit tiles
+// a spare output row, and the coefficients quantized to Q8_0 with their
+// scales.
+func KVScratchFloats(heads, hd, bt int) int {
+	n := max(hd, bt)
+	nb := (n + QK - 1) / QK
+	return 2*hd + heads*hd + heads + n + (heads*nb*(bytesQ8_0+8)+3)/4
+}
+
+// kvDotScratch carves out of the tail of a KVScratchFloats scratch the Q8_0
+// rows of heads heads of nb blocks and their scales (8 bytes a block).
+func kvDotScratch(f []float32, heads, nb int) (q8, side []byte) {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+	q8 = b[:heads*nb*bytesQ8_0]
+	side = b[len(q8) : len(q8)+heads*nb*8]
+	return q8, side
+}
+
+// kvIntegerRows reports whether a reduction over rows of a bits-bit tile
+// runs as integer dot products (kvDotQ4): 4-bit tiles whose reduced side
+// is whole Q8_0 blocks.
+func kvIntegerRows(bits, rows int) bool { return bits == 4 && rows%QK == 0 }
 
 // KVKeyScores sets the scores of heads query heads against the keys of a
 // tile (hd channels × bt tokens, grouped by row):
 //
 //	out[j·outStride + t] = Σ_c q[j·qStride + c]·K[c][t],  t < bt, j < heads
 //
-// as (Σ_c q_jc·m_c) + Σ_c (q_jc·s_c)·u[c][t], the integer dot products on
-// the tile's own elements (KVAccumRows). scratch holds KVScratchFloats.
+// as (Σ_c q_jc·m_c) + Σ_c (q_jc·s_c)·u[c][t]. The second sum runs on the
+// tile's own elements: for a 4-bit tile whose hd is a multiple of 32, the
+// coefficients q_jc·s_c are quantized to Q8_0 (as llama.cpp quantizes the
+// query against a Q4_0 cache) and summed as integers, 32 channels a scale
+// (kvDotQ4); else in float32 (KVAccumRows). scratch holds
+// KVScratchFloats(heads, hd, bt).
 func KVKeyScores(tile []byte, bits, hd, bt int, q []float32, qStride, heads int, out []float32, outStride int, scratch []float32) {
 	checkKVTile("KVKeyScores", bits, hd, bt, len(tile), true)
 	s, m := scratch[:hd], scratch[hd:2*hd]
@@ -390,7 +421,16 @@ func KVKeyScores(tile []byte, bits, hd, bt int, q []float32, qStride, heads int,
 			o[t] = bias
 		}
 	}
-	KVAccumRows(bits, tile[kvTileData(hd, bt, true):], kvRowBytes(bits, bt), hd, bt, coef, hd, heads, out, outStride)
+	data := tile[kvTileData(hd, bt, true):]
+	if kvIntegerRows(bits, hd) {
+		// The heads' coefficients are one row of whole Q8_0 blocks.
+		spare := scratch[2*hd+heads*hd+heads:][:max(hd, bt)]
+		q8, side := kvDotScratch(scratch[2*hd+heads*hd+heads+len(spare):], heads, hd/QK)
+		quantRowQ8_0Act(coef, q8, side)
+		kvDotQ4(data, kvRowBytes(bits, bt), hd, bt, q8, side, heads, out, outStride, spare)
+		return
+	}
+	KVAccumRows(bits, data, kvRowBytes(bits, bt), hd, bt, coef, hd, heads, out, outStride)
 }
 
 // KVValueAccum adds the values of a tile (bt tokens × hd channels, grouped
@@ -398,8 +438,11 @@ func KVKeyScores(tile []byte, bits, hd, bt int, q []float32, qStride, heads int,
 //
 //	out[j·outStride + c] += Σ_r w[j·wStride + r]·V[r][c],  r < bt, c < hd
 //
-// as s_c·(Σ_r w_jr·u[r][c]) + m_c·(Σ_r w_jr). scratch holds
-// KVScratchFloats.
+// as s_c·(Σ_r w_jr·u[r][c]) + m_c·(Σ_r w_jr). For a 4-bit tile of a
+// multiple of 32 tokens the weights are quantized to Q8_0 (as llama.cpp
+// quantizes them against a Q4_0 cache) and Σ_r w_jr·u[r][c] summed as
+// integers (kvDotQ4); else in float32. scratch holds KVScratchFloats(heads,
+// hd, bt).
 func KVValueAccum(tile []byte, bits, bt, hd int, w []float32, wStride, heads int, out []float32, outStride int, scratch []float32) {
 	checkKVTile("KVValueAccum", bits, bt, hd, len(tile), false)
 	s, m := scratch[:hd], scratch[hd:2*hd]
@@ -407,20 +450,70 @@ func KVValueAccum(tile []byte, bits, bt, hd int, w []float32, wStride, heads int
 	sums := scratch[2*hd+heads*hd:][:heads]
 	KVTileGroups(tile, bits, bt, hd, false, s, m)
 	clear(raw)
-	for j := range heads {
-		var sum float32
-		for _, x := range w[j*wStride : j*wStride+bt] {
-			sum += x
+	data := tile[kvTileData(bt, hd, false):]
+	if kvIntegerRows(bits, bt) {
+		// The weights' sums are those of the quantized weights too, so
+		// that both terms weigh the values alike: Σ_b d_b·Σq_b (the
+		// quantizer's side table holds 8·Σq_b).
+		nb := bt / QK
+		spare := scratch[2*hd+heads*hd+heads:][:max(hd, bt)]
+		q8, side := kvDotScratch(scratch[2*hd+heads*hd+heads+len(spare):], heads, nb)
+		for j := range heads {
+			sj := side[j*nb*8 : (j+1)*nb*8]
+			quantRowQ8_0Act(w[j*wStride:j*wStride+bt], q8[j*nb*bytesQ8_0:(j+1)*nb*bytesQ8_0], sj)
+			var sum float32
+			for b := range nb {
+				sum = fmaf(math.Float32frombits(le.Uint32(sj[8*b:])), float32(int32(le.Uint32(sj[8*b+4:]))/8), sum)
+			}
+			sums[j] = sum
 		}
-		sums[j] = sum
+		kvDotQ4(data, kvRowBytes(bits, hd), bt, hd, q8, side, heads, raw, hd, spare)
+	} else {
+		for j := range heads {
+			var sum float32
+			for _, x := range w[j*wStride : j*wStride+bt] {
+				sum += x
+			}
+			sums[j] = sum
+		}
+		KVAccumRows(bits, data, kvRowBytes(bits, hd), bt, hd, w, wStride, heads, raw, hd)
 	}
-	KVAccumRows(bits, tile[kvTileData(bt, hd, false):], kvRowBytes(bits, hd), bt, hd, w, wStride, heads, raw, hd)
 	for j := range heads {
 		o := out[j*outStride : j*outStride+hd]
 		rj := raw[j*hd : (j+1)*hd]
 		Mul(rj, rj, s)
 		Add(o, o, rj)
 		Axpy(sums[j], m, o)
+	}
+}
+
+// kvDotQ4Generic is the pure-Go twin of kvDotQ4: for each head j and each
+// block b of 32 rows of a 4-bit tile's data, the integer sums
+// Σ_r k_j[r]·u[r][c] of the head's Q8_0 coefficients (q8, nb blocks a
+// head) and the rows' elements, each added to its output with one FMA by
+// the block's scale (side, 8 bytes a block):
+//
+//	out[j·outStride + c] = fma(d_jb, Σ_{r in b} k_j[r]·u[r][c], out[…])
+//
+// The sums are exact, so any order gives the same outputs. spare, of cols
+// floats, is the assembly's.
+func kvDotQ4Generic(data []byte, rowBytes, rows, cols int, q8, side []byte, heads int, out []float32, outStride int) {
+	nb := rows / QK
+	for j := range heads {
+		o := out[j*outStride : j*outStride+cols]
+		for b := range nb {
+			at := (j*nb + b) * bytesQ8_0
+			k := q8[at+2 : at+bytesQ8_0]
+			d := math.Float32frombits(le.Uint32(side[8*(j*nb+b):]))
+			for c := range o {
+				byteAt, shift := kvNibble(c, cols)
+				var sum int32
+				for r, kr := range k {
+					sum += int32(int8(kr)) * int32(data[(b*QK+r)*rowBytes+byteAt]>>shift&0xf)
+				}
+				o[c] = fmaf(d, float32(sum), o[c])
+			}
+		}
 	}
 }
 

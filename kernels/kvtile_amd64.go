@@ -2,6 +2,8 @@
 
 package kernels
 
+import "unsafe"
+
 // The row accumulations of KV tiles (kvtile_amd64.s): four heads, or one, a
 // call, sixteen columns a pass.
 
@@ -122,6 +124,52 @@ func kvAccumRowsHalves(data []uint16, rowStride, rows, cols int, coef []float32,
 			kvTailF16x1AVX2(&data[t], 2*rowStride, rows, &coef[j*coefStride], &out[j*outStride+t])
 		}
 	}
+}
+
+//go:noescape
+func kvDotQ4x2AVX2(data *byte, rowBytes, blocks, chunks int, qa, qb *byte, sa, sb *float32, oa, ob *float32)
+
+// kvDotQ4 is kvDotQ4Generic: in assembly, two heads a call, for rows of a
+// multiple of 32 elements; a last odd head is paired with itself, its
+// second outputs written to spare (cols floats) and thrown away.
+func kvDotQ4(data []byte, rowBytes, rows, cols int, q8, side []byte, heads int, out []float32, outStride int, spare []float32) {
+	if !quantAsm || cols%32 != 0 {
+		kvDotQ4Generic(data, rowBytes, rows, cols, q8, side, heads, out, outStride)
+		return
+	}
+	nb := rows / QK
+	qb, sb := nb*bytesQ8_0, nb*8
+	// The checks the assembly relies on: every row and every head's
+	// coefficients, scales and outputs in their slices.
+	_ = data[(rows-1)*rowBytes+cols/2-1]
+	_ = q8[heads*qb-1]
+	_ = side[heads*sb-1]
+	_ = out[(heads-1)*outStride+cols-1]
+	_ = spare[cols-1]
+	for j := 0; j < heads; j += 2 {
+		k := j + 1
+		ob := &spare[0]
+		if k < heads {
+			ob = &out[k*outStride]
+		} else {
+			k = j
+		}
+		kvDotQ4x2AVX2(&data[0], rowBytes, nb, cols/32, &q8[j*qb], &q8[k*qb],
+			(*float32)(unsafe.Pointer(&side[j*sb])), (*float32)(unsafe.Pointer(&side[k*sb])), &out[j*outStride], ob)
+	}
+}
+
+//go:noescape
+func kvGroupsAVX2(codes *byte, groups int, dScale, dMin float32, s, m *float32)
+
+// kvGroups is kvGroupsGeneric, in assembly for a multiple of 8 groups.
+func kvGroups(codes []byte, dScale, dMin float32, s, m []float32) {
+	if !quantAsm || len(s)%8 != 0 {
+		kvGroupsGeneric(codes, dScale, dMin, s, m)
+		return
+	}
+	_, _, _ = codes[2*len(s)-1], m[len(s)-1], s[len(s)-1]
+	kvGroupsAVX2(&codes[0], len(s), dScale, dMin, &s[0], &m[0])
 }
 
 // The quantizer's kernels (kvquant_amd64.s), for rows of a multiple of 8

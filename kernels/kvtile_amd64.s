@@ -272,3 +272,168 @@ TEXT ·kvTailQ8x1AVX2(SB), NOSPLIT, $0-40
 // func kvTailF16x1AVX2(data *uint16, rowBytes, rows int, c0, o0 *float32)
 TEXT ·kvTailF16x1AVX2(SB), NOSPLIT, $0-40
 	TAIL1(UNPACK8_F16, tf16x1row)
+
+// The integer dot products of 4-bit tiles (kvDotQ4): out_j[c] +=
+// d_jb·Σ_{r in block b} k_j[r]·u[r][c] for two heads j, whose coefficients
+// k are Q8_0 rows (a block of 32 rows a Q8_0 block) and d their scales,
+// thirty-two columns a pass. Four rows at a time: rows r and r+2 fill the
+// lanes of one register, r+1 and r+3 of another; their nibbles, interleaved
+// byte by byte, pair u[r][c] with u[r+1][c] in the low lane and u[r+2][c]
+// with u[r+3][c] in the high one, so that VPMADDUBSW against the pairs
+// (k[r], k[r+1]) | (k[r+2], k[r+3]) sums two rows a word. Eight steps (a
+// block) stay within int16 (8·2·15·127); then the lanes are widened, added,
+// and each column's sum is scaled into its output with one FMA, as the
+// pure-Go twin does.
+//
+//	data+0(FP)      the first row, 16 bytes a pass of 32 columns
+//	rowBytes+8(FP)  the bytes from one row to the next
+//	blocks+16(FP)   the rows / 32, positive
+//	chunks+24(FP)   the passes: columns / 32, positive
+//	qa+32, qb+40    each head's Q8_0 coefficients, blocks × 34 bytes
+//	sa+48, sb+56    each head's scales as float32, 8 bytes a block
+//	oa+64, ob+72    each head's outputs, one float32 a column
+
+DATA kvPairShuf<>+0(SB)/8, $0x0100010001000100
+DATA kvPairShuf<>+8(SB)/8, $0x0100010001000100
+DATA kvPairShuf<>+16(SB)/8, $0x0302030203020302
+DATA kvPairShuf<>+24(SB)/8, $0x0302030203020302
+GLOBL kvPairShuf<>(SB), RODATA|NOPTR, $32
+
+// DOT_HEAD adds the four rows' products with the head's coefficients at
+// (Q) to its accumulators Ya-Yd (columns 0-7, 8-15, 16-23, 24-31 of the
+// pass); the rows' pairs are in Y8-Y11.
+#define DOT_HEAD(Q, Ya, Yb, Yc, Yd) \
+	VPBROADCASTD (Q), Y12; \
+	VPSHUFB      Y14, Y12, Y12; \
+	VPMADDUBSW   Y12, Y8, Y13; \
+	VPADDW       Y13, Ya, Ya; \
+	VPMADDUBSW   Y12, Y9, Y13; \
+	VPADDW       Y13, Yb, Yb; \
+	VPMADDUBSW   Y12, Y10, Y13; \
+	VPADDW       Y13, Yc, Yc; \
+	VPMADDUBSW   Y12, Y11, Y13; \
+	VPADDW       Y13, Yd, Yd
+
+// DOT_OUT widens Ya's two lanes of int16 sums to int32, adds them and adds
+// Yd (the scale) times their float to the eight outputs at off(R13)(R10).
+#define DOT_OUT(Ya, Xa, Yd, off) \
+	VEXTRACTI128 $1, Ya, X12; \
+	VPMOVSXWD    Xa, Ya; \
+	VPMOVSXWD    X12, Y12; \
+	VPADDD       Y12, Ya, Ya; \
+	VCVTDQ2PS    Ya, Ya; \
+	VMOVUPS      off(R13)(R10*1), Y13; \
+	VFMADD231PS  Yd, Ya, Y13; \
+	VMOVUPS      Y13, off(R13)(R10*1)
+
+// func kvDotQ4x2AVX2(data *byte, rowBytes, blocks, chunks int, qa, qb *byte, sa, sb *float32, oa, ob *float32)
+TEXT ·kvDotQ4x2AVX2(SB), NOSPLIT, $0-80
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU      kvPairShuf<>(SB), Y14
+	MOVQ         data+0(FP), SI
+	MOVQ         rowBytes+8(FP), R11
+	MOVQ         chunks+24(FP), R9
+	XORQ         R10, R10
+
+dotChunk:
+	MOVQ SI, DI
+	MOVQ qa+32(FP), AX
+	MOVQ qb+40(FP), BX
+	MOVQ sa+48(FP), DX
+	MOVQ sb+56(FP), R12
+	MOVQ blocks+16(FP), R8
+
+dotBlock:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	ADDQ  $2, AX
+	ADDQ  $2, BX
+	MOVQ  $8, CX
+
+dotGroup:
+	LEAQ        (DI)(R11*2), R13
+	VMOVDQU     (DI), X12
+	VINSERTI128 $1, (R13), Y12, Y12
+	VMOVDQU     (DI)(R11*1), X13
+	VINSERTI128 $1, (R13)(R11*1), Y13, Y13
+	VPAND       Y15, Y12, Y8
+	VPAND       Y15, Y13, Y9
+	VPSRLW      $4, Y12, Y12
+	VPAND       Y15, Y12, Y12
+	VPSRLW      $4, Y13, Y13
+	VPAND       Y15, Y13, Y13
+	VPUNPCKHBW  Y9, Y8, Y10
+	VPUNPCKLBW  Y9, Y8, Y8
+	VPUNPCKHBW  Y13, Y12, Y11
+	VPUNPCKLBW  Y13, Y12, Y9
+	DOT_HEAD(AX, Y0, Y1, Y2, Y3)
+	DOT_HEAD(BX, Y4, Y5, Y6, Y7)
+	ADDQ        $4, AX
+	ADDQ        $4, BX
+	LEAQ        (R13)(R11*2), DI
+	DECQ        CX
+	JNZ         dotGroup
+
+	VBROADCASTSS (DX), Y8
+	VBROADCASTSS (R12), Y9
+	MOVQ         oa+64(FP), R13
+	DOT_OUT(Y0, X0, Y8, 0)
+	DOT_OUT(Y1, X1, Y8, 32)
+	DOT_OUT(Y2, X2, Y8, 64)
+	DOT_OUT(Y3, X3, Y8, 96)
+	MOVQ         ob+72(FP), R13
+	DOT_OUT(Y4, X4, Y9, 0)
+	DOT_OUT(Y5, X5, Y9, 32)
+	DOT_OUT(Y6, X6, Y9, 64)
+	DOT_OUT(Y7, X7, Y9, 96)
+	ADDQ         $8, DX
+	ADDQ         $8, R12
+	DECQ         R8
+	JNZ          dotBlock
+
+	ADDQ $16, SI
+	ADDQ $128, R10
+	DECQ R9
+	JNZ  dotChunk
+	VZEROUPPER
+	RET
+
+// func kvGroupsAVX2(codes *byte, groups int, dScale, dMin float32, s, m *float32)
+// decodes a tile's groups, eight at a time (groups a positive multiple of
+// 8): s[g] = dScale·scaleCode[g], m[g] = dMin·minCode[g], one rounding
+// each, as KVTileGroups.
+TEXT ·kvGroupsAVX2(SB), NOSPLIT, $0-40
+	MOVQ         codes+0(FP), SI
+	MOVQ         groups+8(FP), CX
+	VBROADCASTSS dScale+16(FP), Y0
+	VBROADCASTSS dMin+20(FP), Y1
+	MOVQ         s+24(FP), DI
+	MOVQ         m+32(FP), DX
+	LEAQ         (SI)(CX*1), R8
+	SHRQ         $3, CX
+
+groupsLoop:
+	VPMOVZXBD (SI), Y2
+	VPMOVSXBD (R8), Y3
+	VCVTDQ2PS Y2, Y2
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y2, Y2
+	VMULPS    Y1, Y3, Y3
+	VMOVUPS   Y2, (DI)
+	VMOVUPS   Y3, (DX)
+	ADDQ      $8, SI
+	ADDQ      $8, R8
+	ADDQ      $32, DI
+	ADDQ      $32, DX
+	DECQ      CX
+	JNZ       groupsLoop
+	VZEROUPPER
+	RET

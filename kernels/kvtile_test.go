@@ -176,7 +176,7 @@ func TestKVKeyScoresAndValues(t *testing.T) {
 		for _, hd := range []int{8, 32, 64, 128} {
 			for _, heads := range []int{1, 2, 7, 8} {
 				t.Run(fmt.Sprintf("bits=%d/hd=%d/heads=%d", bits, hd, heads), func(t *testing.T) {
-					scratch := make([]float32, KVScratchFloats(heads, hd))
+					scratch := make([]float32, KVScratchFloats(heads, hd, bt))
 					// Keys: hd channels × bt tokens, a group per channel.
 					kt := make([]byte, KVTileBytes(bits, hd, bt, true))
 					QuantizeKVTile(kt, halvesOf(kvTileInput(rng, hd, bt, true)), bt, bits, hd, bt, true)
@@ -185,7 +185,17 @@ func TestKVKeyScoresAndValues(t *testing.T) {
 					q := mixedF32(rng, heads*hd, 2, 2)
 					scores := make([]float32, heads*bt)
 					KVKeyScores(kt, bits, hd, bt, q, hd, heads, scores, bt, scratch)
+					ks, km := make([]float32, hd), make([]float32, hd)
+					KVTileGroups(kt, bits, hd, bt, true, ks, km)
 					for j := range heads {
+						// Integer sums: each coefficient q·s within half a
+						// Q8_0 step (its block's largest / 254) of its
+						// value, against elements of at most 15.
+						coef := make([]float64, hd)
+						for c := range hd {
+							coef[c] = float64(q[j*hd+c]) * float64(ks[c])
+						}
+						bound := qStepBound(coef, 15, kvIntegerRows(bits, hd))
 						for tk := range bt {
 							var want, mag float64
 							for c := range hd {
@@ -193,7 +203,7 @@ func TestKVKeyScoresAndValues(t *testing.T) {
 								want += p
 								mag += math.Abs(p)
 							}
-							if d := math.Abs(float64(scores[j*bt+tk]) - want); d > 1e-3*mag+1e-6 {
+							if d := math.Abs(float64(scores[j*bt+tk]) - want); d > 1e-3*mag+bound+1e-6 {
 								t.Fatalf("score of head %d token %d: %g, want %g", j, tk, scores[j*bt+tk], want)
 							}
 						}
@@ -210,7 +220,15 @@ func TestKVKeyScoresAndValues(t *testing.T) {
 					out := mixedF32(rng, heads*hd, 1, 1)
 					base := append([]float32(nil), out...)
 					KVValueAccum(vt, bits, bt, hd, w, bt, heads, out, hd, scratch)
+					vs, vm := make([]float32, hd), make([]float32, hd)
+					KVTileGroups(vt, bits, bt, hd, false, vs, vm)
 					for j := range heads {
+						wj := make([]float64, bt)
+						for r := range bt {
+							wj[r] = float64(w[j*bt+r])
+						}
+						// Quantized weights weigh both terms, s·u and m.
+						bound := qStepBound(wj, 1, kvIntegerRows(bits, bt))
 						for c := range hd {
 							want, mag := float64(base[j*hd+c]), math.Abs(float64(base[j*hd+c]))
 							for r := range bt {
@@ -218,7 +236,7 @@ func TestKVKeyScoresAndValues(t *testing.T) {
 								want += p
 								mag += math.Abs(p)
 							}
-							if d := math.Abs(float64(out[j*hd+c]) - want); d > 1e-3*mag+1e-6 {
+							if d := math.Abs(float64(out[j*hd+c]) - want); d > 1e-3*mag+bound*(15*float64(vs[c])+math.Abs(float64(vm[c])))+1e-6 {
 								t.Fatalf("value of head %d channel %d: %g, want %g", j, c, out[j*hd+c], want)
 							}
 						}
@@ -227,6 +245,24 @@ func TestKVKeyScoresAndValues(t *testing.T) {
 			}
 		}
 	}
+}
+
+// qStepBound is how far Σ x_i·u_i can move when the x are quantized to
+// Q8_0 (when quantized is set) against integers u of at most umax: half a
+// step, the block's largest |x| / 254, for each.
+func qStepBound(x []float64, umax float64, quantized bool) float64 {
+	if !quantized {
+		return 0
+	}
+	var bound float64
+	for b := 0; b < len(x); b += QK {
+		var amax float64
+		for _, v := range x[b : b+QK] {
+			amax = max(amax, math.Abs(v))
+		}
+		bound += QK * umax * amax / 254 * 1.01
+	}
+	return bound
 }
 
 // TestKVTileNoAllocs checks that quantizing a tile and attending to it
@@ -238,7 +274,7 @@ func TestKVTileNoAllocs(t *testing.T) {
 	tile := make([]byte, KVTileBytes(4, hd, bt, true))
 	q := mixedF32(rng, heads*hd, 2, 2)
 	out := make([]float32, heads*max(hd, bt))
-	scratch := make([]float32, KVScratchFloats(heads, hd))
+	scratch := make([]float32, KVScratchFloats(heads, hd, bt))
 	w := make([]float32, heads*bt)
 	for name, f := range map[string]func(){
 		"quantize": func() { QuantizeKVTile(tile, src, bt, 4, hd, bt, true) },
@@ -324,7 +360,7 @@ func BenchmarkKVBlockAttention(b *testing.B) {
 	}
 	scores := make([]float32, heads*bt)
 	out := make([]float32, heads*hd)
-	scratch := make([]float32, KVScratchFloats(heads, hd))
+	scratch := make([]float32, KVScratchFloats(heads, hd, bt))
 	b.Run("f16", func(b *testing.B) {
 		for b.Loop() {
 			clear(scores)
@@ -343,5 +379,78 @@ func BenchmarkKVBlockAttention(b *testing.B) {
 				KVValueAccum(vt, bits, bt, hd, w, bt, heads, out, hd, scratch)
 			}
 		})
+	}
+}
+
+// TestKVDotQ4MatchesGeneric runs the integer dot products of 4-bit tiles
+// in assembly (where it runs) and in the pure-Go twin on random rows,
+// coefficients at the ends of their range, scales and outputs, and
+// requires the same outputs bit for bit.
+func TestKVDotQ4MatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(101, 102))
+	for _, rows := range []int{32, 64, 128} {
+		for _, cols := range []int{32, 64, 96, 128} {
+			for _, heads := range []int{1, 2, 3, 8} {
+				t.Run(fmt.Sprintf("%dx%d/heads=%d", rows, cols, heads), func(t *testing.T) {
+					nb := rows / QK
+					rowBytes := cols/2 + rng.IntN(3)
+					data := make([]byte, rows*rowBytes)
+					for i := range data {
+						data[i] = byte(rng.IntN(256))
+					}
+					q8 := make([]byte, heads*nb*bytesQ8_0)
+					side := make([]byte, heads*nb*8)
+					for b := range heads * nb {
+						for i := range QK {
+							k := rng.IntN(255) - 127
+							if rng.IntN(4) == 0 {
+								k = 127 - 254*rng.IntN(2)
+							}
+							q8[b*bytesQ8_0+2+i] = byte(int8(k))
+						}
+						le.PutUint32(side[8*b:], math.Float32bits(float32(rng.NormFloat64()/100)))
+					}
+					outStride := cols + rng.IntN(3)
+					got := mixedF32(rng, heads*outStride, 1, 1)
+					want := append([]float32(nil), got...)
+					kvDotQ4(data, rowBytes, rows, cols, q8, side, heads, got, outStride, make([]float32, cols))
+					kvDotQ4Generic(data, rowBytes, rows, cols, q8, side, heads, want, outStride)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("output %d: %g, want %g", i, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKVGroupsMatchesGeneric decodes random codes against random factors
+// (infinite and NaN ones too) in assembly and in the pure-Go twin, bit for
+// bit.
+func TestKVGroupsMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(103, 104))
+	factors := []float32{0, 1, float32(math.Inf(1)), float32(math.NaN()), 65504, 6e-8}
+	for _, groups := range []int{8, 16, 24, 64, 128, 3, 12} {
+		codes := make([]byte, 2*groups)
+		for i := range codes {
+			codes[i] = byte(rng.IntN(256))
+		}
+		for trial := range 8 {
+			dS, dM := float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			if trial < len(factors) {
+				dS, dM = factors[trial], factors[len(factors)-1-trial]
+			}
+			s, m := make([]float32, groups), make([]float32, groups)
+			ws, wm := make([]float32, groups), make([]float32, groups)
+			kvGroups(codes, dS, dM, s, m)
+			kvGroupsGeneric(codes, dS, dM, ws, wm)
+			for g := range groups {
+				if math.Float32bits(s[g]) != math.Float32bits(ws[g]) || math.Float32bits(m[g]) != math.Float32bits(wm[g]) {
+					t.Fatalf("%d groups, factors %g, %g: group %d is %g, %g; want %g, %g", groups, dS, dM, g, s[g], m[g], ws[g], wm[g])
+				}
+			}
+		}
 	}
 }

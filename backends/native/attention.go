@@ -100,7 +100,7 @@ func (b *Backend) growAttention(maxLen int, tiered bool) {
 			}
 			if s.qs == nil {
 				s.qs = make([]float32, g*b.cfg.HeadDim)
-				s.tileKV = make([]float32, kernels.KVScratchFloats(g, b.cfg.HeadDim))
+				s.tileKV = make([]float32, kernels.KVScratchFloats(g, b.cfg.HeadDim, kvBlockTokens))
 			}
 		}
 	}
