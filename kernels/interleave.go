@@ -137,13 +137,7 @@ func MatVecInterleaved(p *Pool, t DType, packed []byte, rows, cols int, x, out [
 		j.dot = j.a
 	}
 	groups := rows / 8
-	// Few large tasks, as for the unpacked mat-vec (gemmRowChunkFor): each
-	// streams a long stretch of memory.
-	j.per = max(1, groups)
-	if n := p.Size(); n > 1 {
-		j.per = max(1, (groups+4*n-1)/(4*n))
-	}
-	nTasks := (groups + j.per - 1) / j.per
+	nTasks := j.plan(groups, p.Size())
 	if rows%8 != 0 {
 		nTasks++ // the last task: the rows past the groups
 	}
@@ -160,8 +154,8 @@ func MatVecInterleaved(p *Pool, t DType, packed []byte, rows, cols int, x, out [
 	p.mu.Unlock()
 }
 
-// interleavedJob runs per task j.per groups of 8 packed rows, or (the last task
-// when rows is not a multiple of 8) the rows past the groups.
+// interleavedJob runs per task a run of groups of 8 packed rows, or (the
+// last task when rows is not a multiple of 8) the rows past the groups.
 type interleavedJob struct {
 	t    DType
 	w    []byte
@@ -171,14 +165,43 @@ type interleavedJob struct {
 	dot  []byte // the VecDotType row in a, for the rows past the groups
 	rows int
 	out  []float32
-	per  int // groups per task
+	// start[i] is the first group of task i; start[nGrouped] = rows/8.
+	start    [maxInterleavedTasks + 1]int32
+	nGrouped int
+}
+
+// maxInterleavedTasks bounds the tasks a mat-vec of packed rows is cut into.
+const maxInterleavedTasks = 48
+
+// minInterleavedTask is the fewest groups of 8 rows in a task (but the
+// last): about 18 KB of a 2048-column Q4_0 matrix, streamed in about a
+// microsecond.
+const minInterleavedTask = 2
+
+// plan cuts groups into tasks for threads workers and returns how many. The
+// cuts are guided: each task takes half of what is left per worker (but
+// at least minInterleavedTask groups), so the first tasks stream long
+// stretches of memory and the last ones are short: when one worker runs
+// out of tasks the other's last task ends soon after. Equal tasks (4 per
+// worker) left one worker idle for half a task at the end of each mat-vec.
+func (j *interleavedJob) plan(groups, threads int) int {
+	n := 0
+	for g := 0; g < groups; n++ {
+		j.start[n] = int32(g)
+		take := groups - g
+		if threads > 1 && n < maxInterleavedTasks-1 {
+			take = min(take, max(minInterleavedTask, (take+2*threads-1)/(2*threads)))
+		}
+		g += take
+	}
+	j.start[n], j.nGrouped = int32(groups), n
+	return n
 }
 
 func (j *interleavedJob) Do(task, _ int) {
 	groups := j.rows / 8
 	gb := interleavedGroupBytes(j.t)
-	g0 := task * j.per
-	if g0 >= groups {
+	if task >= j.nGrouped {
 		tail := j.w[groups*j.nb*gb:]
 		tr, _ := TraitsOf(j.t)
 		for r := groups * 8; r < j.rows; r++ {
@@ -187,7 +210,7 @@ func (j *interleavedJob) Do(task, _ int) {
 		}
 		return
 	}
-	g1 := min(g0+j.per, groups)
+	g0, g1 := int(j.start[task]), int(j.start[task+1])
 	gemvInterleaved(j.t, j.nb, j.w[g0*j.nb*gb:g1*j.nb*gb], j.a, j.out[8*g0:8*g1])
 }
 

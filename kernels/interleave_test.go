@@ -86,6 +86,40 @@ func TestMatVecInterleavedDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestInterleavedPlanCoversEveryGroup checks the guided cuts of a packed
+// mat-vec: the tasks cover the groups once, in order, at most
+// maxInterleavedTasks of them, shrinking, none but the last below
+// minInterleavedTask groups, and one thread gets one task.
+func TestInterleavedPlanCoversEveryGroup(t *testing.T) {
+	for _, groups := range []int{0, 1, 2, 3, 7, 32, 256, 704, 4000, 100000} {
+		for _, threads := range []int{1, 2, 3, 8} {
+			t.Run(fmt.Sprintf("%dgroups/%dthreads", groups, threads), func(t *testing.T) {
+				var j interleavedJob
+				n := j.plan(groups, threads)
+				switch {
+				case groups == 0 && n != 0:
+					t.Fatalf("%d tasks for no groups", n)
+				case groups > 0 && threads == 1 && n != 1:
+					t.Fatalf("%d tasks on one thread", n)
+				case n > maxInterleavedTasks || n != j.nGrouped:
+					t.Fatalf("%d tasks (nGrouped %d), at most %d", n, j.nGrouped, maxInterleavedTasks)
+				case j.start[0] != 0 || int(j.start[n]) != groups:
+					t.Fatalf("tasks span groups %d..%d, want 0..%d", j.start[0], j.start[n], groups)
+				}
+				for i := range n {
+					size := j.start[i+1] - j.start[i]
+					if size <= 0 || (i < n-1 && size < minInterleavedTask) {
+						t.Fatalf("task %d has %d groups", i, size)
+					}
+					if i > 0 && i < n-1 && size > j.start[i]-j.start[i-1] {
+						t.Fatalf("task %d (%d groups) larger than task %d (%d)", i, size, i-1, j.start[i]-j.start[i-1])
+					}
+				}
+			})
+		}
+	}
+}
+
 func TestInterleavedBytes(t *testing.T) {
 	for _, tc := range []struct {
 		t          DType
