@@ -64,6 +64,12 @@ GLOBL q6kDeinterleaveRows<>(SB), RODATA|NOPTR, $16
 	RUN(Y7, aq2); \
 	RUN(Y8, aq3)
 
+// Q6K_AHEAD is how far ahead of the super-block being summed gemvQ6_K asks
+// for the weights (the rows lie one after the other, so past a row's end
+// is the next row): the hardware prefetcher alone left the output matrix,
+// read once a token, the slowest per byte of a 2-thread decode.
+#define Q6K_AHEAD 2048
+
 // func gemvQ6_K(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
 TEXT ·gemvQ6_K(SB), NOSPLIT, $0-48
 	MOVQ w+8(FP), R11
@@ -88,6 +94,10 @@ row:
 	VXORPS       Y0, Y0, Y0
 
 block:
+	PREFETCHT0 Q6K_AHEAD(SI)
+	PREFETCHT0 Q6K_AHEAD+64(SI)
+	PREFETCHT0 Q6K_AHEAD+128(SI)
+	PREFETCHT0 Q6K_AHEAD+192(SI)
 	VPXOR Y15, Y15, Y15
 
 	VMOVDQU      192(SI), X9
