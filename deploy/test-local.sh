@@ -86,6 +86,8 @@ MODEL=${RUVLLM_TEST_MODEL:-$WORK/llama-134m-q8_0.gguf}
 
 # KV memory of each replica: KV_TOKENS tokens of the model's F16 KV (layers
 # × 2 × kv heads × head dim × 2 bytes a token), unless KV_MEMORY says it.
+# The replicas run --kv f16 so that it holds that many tokens at any
+# length (serve's default, tiered, holds about 3x more at 2,048 tokens).
 if [ -z "${KV_MEMORY:-}" ] && [ "$KV_TOKENS" != 0 ]; then
 	read -r layers kv_heads head_dim <<<"$("$BIN" inspect --model "$MODEL" | sed -n 's/.* layers \([0-9]*\),.* kv heads \([0-9]*\), head dim \([0-9]*\).*/\1 \2 \3/p')"
 	[ -n "${head_dim:-}" ] || { echo "test-local: no layers, kv heads and head dim in inspect's output for $MODEL (set KV_MEMORY)" >&2; exit 2; }
@@ -113,7 +115,7 @@ wait_for() {
 
 start_replica() { # start_replica N PORT
 	"$BIN" serve --model "ruvllm=$MODEL" --chat-template chatml --host 127.0.0.1 --port "$2" \
-		--threads "$THREADS" --parallel "$PARALLEL" --ctx 2048 ${KV_MEMORY:+--kv-memory "$KV_MEMORY"} >"$WORK/replica$1.log" 2>&1 &
+		--threads "$THREADS" --parallel "$PARALLEL" --ctx 2048 --kv f16 ${KV_MEMORY:+--kv-memory "$KV_MEMORY"} >"$WORK/replica$1.log" 2>&1 &
 	PIDS[r$1]=$!
 }
 

@@ -46,7 +46,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--json]")
 	src := addModelFlags(fs)
 	bf := addBackendFlags(fs, false)
-	kf := addKVFlags(fs)
+	kf := addKVFlags(fs, defaultToolKV)
 	depth := fs.Int("d", 0, "tokens in the sequence before each timed test (llama-bench's -d): prefilled untimed, so tg measures decode at that context")
 	fs.IntVar(depth, "depth", 0, "same as -d")
 	prompts := fs.String("p", "128", "prompt lengths to time, comma-separated; 0 skips prompt processing")

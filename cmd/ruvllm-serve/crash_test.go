@@ -189,7 +189,7 @@ func TestCrashSafety(t *testing.T) {
 	store := t.TempDir()
 	const storeMax = 4 << 20 // about 110 pages of the tiny model's blocks
 	common := []string{"--model", model, "--ctx", "512", "--parallel", "4", "--batch", "2048", "--threads", "1"}
-	ref := startChild(t, common...)
+	ref := startChild(t, append(common, "--kv", "f16")...)
 	defer ref.kill()
 
 	r := rand.New(rand.NewPCG(21, 22))

@@ -26,7 +26,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(nCtx, "c", 512, "same as --ctx")
 	bf := addBackendFlags(fs, true)
 	adapterPath := fs.String("lora", "", "score with this LoRA adapter (a GGUF file or a PEFT directory)")
-	kf := addKVFlags(fs)
+	kf := addKVFlags(fs, defaultToolKV)
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a .jinja file or a built-in name (chatml, ...); default: the model's")
-	c.kv = addKVFlags(fs)
+	c.kv = addKVFlags(fs, defaultServeKV)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
 	c.storeMax = defaultStoreMax
 	fs.Func("store-max", "most disk each model's --store takes, as 20GiB (least recently used blocks are evicted)", func(v string) error {

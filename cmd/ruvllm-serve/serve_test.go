@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -578,8 +579,29 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.maxAdapters != 8 || c.maxAdapterMB != 512 || c.adapterDir != "" {
+	if c.maxAdapters != 8 || c.maxAdapterMB != 512 || c.adapterDir != "" || c.kv.kv != "tiered" {
 		t.Errorf("config %+v", c)
+	}
+}
+
+// TestKVDefaults checks which KV cache each command starts with when --kv
+// is not given: serve the tiered one, the measuring tools F16 as
+// llama.cpp's do.
+func TestKVDefaults(t *testing.T) {
+	c, err := parseServeArgs([]string{"--model", "m.gguf"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.kv.kv != "tiered" || c.kv.hot != 64 {
+		t.Errorf("serve: --kv %q --kv-hot %d, want tiered 64", c.kv.kv, c.kv.hot)
+	}
+	for _, cmd := range []string{"bench", "perplexity"} {
+		t.Run(cmd, func(t *testing.T) {
+			out, errOut, _ := run(t, cmd, "--help")
+			if help := out + errOut; !regexp.MustCompile(`-kv string\n.*\(default "f16"\)`).MatchString(help) {
+				t.Errorf("%s --help does not give --kv's default as f16:\n%s", cmd, help)
+			}
+		})
 	}
 }
 
