@@ -247,9 +247,15 @@ func TestHealthWhileLoading(t *testing.T) {
 		t.Errorf("chat while loading: status %d", resp.StatusCode)
 	}
 	tk := testTokenizer(t)
+	// Registered but still loading at start: not healthy yet.
+	s.SetStarting(true)
 	if err := s.AddModel(&Model{ID: "m", Tokenizer: tk, Engine: newFakeEngine(tk)}); err != nil {
 		t.Fatal(err)
 	}
+	if resp, b := do(t, "GET", hs.URL+"/health", ""); resp.StatusCode != 503 || decode[wireError](t, b).Error.Type != typeUnavailable {
+		t.Fatalf("registered, starting: status %d: %s", resp.StatusCode, b)
+	}
+	s.SetStarting(false)
 	if resp, b := do(t, "GET", hs.URL+"/health", ""); resp.StatusCode != 200 || string(b) != "{\"status\":\"ok\"}\n" {
 		t.Fatalf("ready: status %d: %s", resp.StatusCode, b)
 	}

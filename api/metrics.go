@@ -133,7 +133,7 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_model_loaded", Help: "1 when a model is loaded and served."},
 		func() float64 {
-			if s.Ready() {
+			if s.healthy() {
 				return 1
 			}
 			return 0

@@ -69,6 +69,17 @@ func (s *Server) AddModel(m *Model) error {
 // Ready reports whether at least one model is served.
 func (s *Server) Ready() bool { return len(s.models.Load().list) > 0 }
 
+// SetStarting marks the models the server starts with as loading (true) or
+// loaded (false). Until they are loaded /health answers 503, as
+// llama-server's does while it loads, so that a load balancer or a
+// readiness probe sends nothing that would wait for the load; requests
+// that come anyway wait for it.
+func (s *Server) SetStarting(v bool) { s.starting.Store(v) }
+
+// healthy reports whether a model is served and the models the server
+// starts with are loaded.
+func (s *Server) healthy() bool { return s.Ready() && !s.starting.Load() }
+
 // target is what a request's "model" names: a served model, and one of
 // its adapters or none.
 type target struct {

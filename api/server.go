@@ -143,10 +143,13 @@ type Server struct {
 	sampling backends.Params
 	// models is the published set (see modelSet); addMu serialises the
 	// AddModel calls that replace it.
-	models  atomic.Pointer[modelSet]
-	addMu   sync.Mutex
-	metrics *metrics
-	handler http.Handler
+	models atomic.Pointer[modelSet]
+	// starting is set while the models the server starts with load
+	// (SetStarting).
+	starting atomic.Bool
+	addMu    sync.Mutex
+	metrics  *metrics
+	handler  http.Handler
 	// recent are the completions kept for feedback on them.
 	recent completionStore
 	// residency loads and unloads the models on demand.
@@ -238,9 +241,9 @@ func loadingError() *apiError {
 }
 
 // health is llama-server's /health: 200 {"status":"ok"} once a model is
-// served, 503 before.
+// served and the models the server starts with are loaded, 503 before.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	if !s.Ready() {
+	if !s.healthy() {
 		return loadingError()
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

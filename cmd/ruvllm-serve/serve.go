@@ -445,6 +445,8 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		hooks.onListen(addr)
 	}
 
+	// /health says 503 until the models are loaded, not only registered.
+	srv.SetStarting(true)
 	loaded, err := loadServeModels(ctx, c, kv, srv)
 	defer func() {
 		// The requests are over: unload the engines, then close the files.
@@ -454,6 +456,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		}
 	}()
 	if err == nil {
+		srv.SetStarting(false)
 		logger.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
 		select {
 		case <-ctx.Done():
