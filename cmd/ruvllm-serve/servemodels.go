@@ -260,6 +260,8 @@ func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, 
 			return served, err
 		}
 		logger.Info().Str("model", sm.api.ID).Int("parallel", c.parallel).Msg("model ready")
+		// /health is ok once the first model is loaded; the others follow.
+		srv.SetStarting(false)
 	}
 	return served, nil
 }
