@@ -378,13 +378,18 @@ func KVScratchFloats(heads, hd, bt int) int {
 	return 2*hd + heads*hd + heads + n + (heads*nb*(bytesQ8_0+8)+3)/4
 }
 
-// kvDotScratch carves out of the tail of a KVScratchFloats scratch the Q8_0
-// rows of heads heads of nb blocks and their scales (8 bytes a block).
-func kvDotScratch(f []float32, heads, nb int) (q8, side []byte) {
+// kvDotScratch carves out of a KVScratchFloats(heads, hd, bt) scratch,
+// past the groups' scales and mins and the heads' coefficients and sums,
+// the spare output row of kvDotQ4 and the Q8_0 rows of heads heads of nb
+// blocks with their scales (8 bytes a block).
+func kvDotScratch(scratch []float32, heads, hd, bt, nb int) (spare []float32, q8, side []byte) {
+	at := 2*hd + heads*hd + heads
+	spare = scratch[at : at+max(hd, bt)]
+	f := scratch[at+len(spare):]
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
 	q8 = b[:heads*nb*bytesQ8_0]
 	side = b[len(q8) : len(q8)+heads*nb*8]
-	return q8, side
+	return spare, q8, side
 }
 
 // kvIntegerRows reports whether a reduction over rows of a bits-bit tile
@@ -424,8 +429,7 @@ func KVKeyScores(tile []byte, bits, hd, bt int, q []float32, qStride, heads int,
 	data := tile[kvTileData(hd, bt, true):]
 	if kvIntegerRows(bits, hd) {
 		// The heads' coefficients are one row of whole Q8_0 blocks.
-		spare := scratch[2*hd+heads*hd+heads:][:max(hd, bt)]
-		q8, side := kvDotScratch(scratch[2*hd+heads*hd+heads+len(spare):], heads, hd/QK)
+		spare, q8, side := kvDotScratch(scratch, heads, hd, bt, hd/QK)
 		quantRowQ8_0Act(coef, q8, side)
 		kvDotQ4(data, kvRowBytes(bits, bt), hd, bt, q8, side, heads, out, outStride, spare)
 		return
@@ -456,8 +460,7 @@ func KVValueAccum(tile []byte, bits, bt, hd int, w []float32, wStride, heads int
 		// that both terms weigh the values alike: Σ_b d_b·Σq_b (the
 		// quantizer's side table holds 8·Σq_b).
 		nb := bt / QK
-		spare := scratch[2*hd+heads*hd+heads:][:max(hd, bt)]
-		q8, side := kvDotScratch(scratch[2*hd+heads*hd+heads+len(spare):], heads, nb)
+		spare, q8, side := kvDotScratch(scratch, heads, hd, bt, nb)
 		for j := range heads {
 			sj := side[j*nb*8 : (j+1)*nb*8]
 			quantRowQ8_0Act(w[j*wStride:j*wStride+bt], q8[j*nb*bytesQ8_0:(j+1)*nb*bytesQ8_0], sj)

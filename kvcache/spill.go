@@ -56,6 +56,8 @@ type storeState struct {
 	hasher hash.Hash
 	buf    []byte // a block's tokens, little endian, and a chain key
 	keys   []neuralfield.Key
+	// pageBytes is StorePageBytes of the pool's options.
+	pageBytes int
 
 	spilled, restored uint64
 	hitTokens, missTk uint64
@@ -74,14 +76,16 @@ func newStoreState(o *PoolOptions) (*storeState, error) {
 	if o.Type == F32 {
 		return nil, errors.New("kvcache: an F32 pool cannot spill to a store (its pages hold F16 forms)")
 	}
-	if need := StorePageBytes(*o); need > o.Store.PageBytes() {
+	need := StorePageBytes(*o)
+	if need > o.Store.PageBytes() {
 		return nil, fmt.Errorf("kvcache: a block's page of %d bytes does not fit the store's pages of %d", need, o.Store.PageBytes())
 	}
 	return &storeState{
-		store:  o.Store,
-		key:    o.StoreKey,
-		hasher: sha256.New(),
-		buf:    make([]byte, 4*o.BlockTokens),
+		store:     o.Store,
+		key:       o.StoreKey,
+		hasher:    sha256.New(),
+		buf:       make([]byte, 4*o.BlockTokens),
+		pageBytes: need,
 	}, nil
 }
 
@@ -97,10 +101,7 @@ func StorePageBytes(o PoolOptions) int {
 	}
 	n := 4*o.BlockTokens + 2*o.Layers*o.KVHeads*o.BlockTokens*(o.HeadDim+o.HeadDimV)
 	if o.Type.Quantized() {
-		bits := FormQ4.Bits()
-		if o.Type == Q8 {
-			bits = FormQ8.Bits()
-		}
+		bits := baseForm(o.Type).Bits()
 		n += o.Layers * o.KVHeads * (kernels.KVTileBytes(bits, o.HeadDim, o.BlockTokens, true) + kernels.KVTileBytes(bits, o.BlockTokens, o.HeadDimV, false))
 	}
 	return n
@@ -347,8 +348,8 @@ func (t *BlockTable) restoreExact(i int, k neuralfield.Key, tokens []int32) bool
 
 // checkPage checks that a page is a block's of these tokens.
 func (p *Pool) checkPage(page []byte, tokens []int32) error {
-	if len(page) != StorePageBytes(p.opt) {
-		return fmt.Errorf("kvcache: a stored page of %d bytes, want %d", len(page), StorePageBytes(p.opt))
+	if len(page) != p.store.pageBytes {
+		return fmt.Errorf("kvcache: a stored page of %d bytes, want %d", len(page), p.store.pageBytes)
 	}
 	for i, t := range tokens {
 		if int32(binary.LittleEndian.Uint32(page[4*i:])) != t {

@@ -159,14 +159,20 @@ func (a *arena[T]) slice(s int32) []T {
 	return a.data[i : i+a.elems : i+a.elems]
 }
 
+// baseForm is the static form of the blocks of a quantized pool of type
+// typ: the form each full block keeps for its life.
+func baseForm(typ Precision) Form {
+	if typ == Q8 {
+		return FormQ8
+	}
+	return FormQ4
+}
+
 // tierOptions fills in a tiered pool's forms and sizes: the tiers and the
 // bytes of the static, exact and warm forms of one block.
 func tierOptions(o *PoolOptions) (t *tiers, halfBytes, warmBytes float64, err error) {
-	t = &tiers{base: FormQ4}
+	t = &tiers{base: baseForm(o.Type)}
 	switch o.Type {
-	case Q8:
-		t.base = FormQ8
-	case Q4:
 	case Tiered:
 		if o.HotTokens < 0 || o.WarmTokens < 0 {
 			return nil, 0, 0, fmt.Errorf("kvcache: negative hot (%d) or warm (%d) tokens", o.HotTokens, o.WarmTokens)
