@@ -28,7 +28,7 @@ type calibrator interface {
 }
 
 func runSparsify(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sparsify", "--model M.gguf --calib TEXT.txt --sparsity S --out M.sparse.gguf [--ctx N] [--max-tokens N] [--threads T]")
+	fs := newFlags("sparsify", "--model M.gguf --calib TEXT.txt --sparsity S --out M.sparse.gguf [--rotate] [--ctx N] [--max-tokens N] [--threads T]")
 	in := fs.String("model", "", "the dense model to sparsify")
 	calib := fs.String("calib", "", "calibration text: the thresholds zero the wanted fraction of each matrix's inputs on it")
 	level := fs.Float64("sparsity", 0.4, "the sparsity the file runs at unless told otherwise (--sparsity of the other commands)")
@@ -38,6 +38,8 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	allocation := fs.String("allocation", "uniform", "uniform: every matrix zeroes the level's fraction of its inputs; "+
 		"greedy: measure the error of each block input's thresholds alone and thin the cheap inputs more for the same average "+
 		"(a forward pass over --greedy-tokens for each of layers × 4 inputs × 9 probes)")
+	rotate := fs.Bool("rotate", false, "first rotate the residual stream by the PCA of its normalised vectors on the text (the same model, "+
+		"norm gains folded into the matrices; quantized matrices are quantized again): its inputs then threshold at less cost")
 	greedyTokens := fs.Int("greedy-tokens", 1024, "with --allocation greedy: the tokens of the text (from its start) the errors are measured on")
 	threads := addThreadsFlag(fs)
 	if _, err := fs.parse(args, stdout); err != nil {
@@ -71,22 +73,27 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	if len(m.Config.Architecture().Sparse) == 0 {
 		return fmt.Errorf("%s models cannot be sparsified: their description lists no sparse roles", m.Config.Arch)
 	}
-	b, err := backends.Open(backends.DefaultBackend, m, backends.Options{Threads: *threads, MaxBatch: *nCtx, KVTokens: *nCtx})
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	cb, ok := b.(calibrator)
-	if !ok {
-		return fmt.Errorf("the %s backend does not show its inputs", backends.DefaultBackend)
-	}
-	cal := sparse.NewCalibration()
-	cb.ObserveInputs(func(_ int, name string, x []float32) { cal.Observe(name, x) })
 	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
 	if *maxTokens > 0 && len(tokens) > *maxTokens {
 		tokens = tokens[:*maxTokens]
 	}
 	w := calibrationWindows{tokens: tokens, nCtx: *nCtx, vocab: m.Tokenizer.Vocab()}
+	if *rotate {
+		rotated, err := rotateResidual(ctx, m, w, *out, *threads, stderr)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(rotated.Path)
+		defer rotated.Close()
+		m = rotated
+	}
+	cb, err := openCalibrator(m, *nCtx, *threads)
+	if err != nil {
+		return err
+	}
+	defer cb.Close()
+	cal := sparse.NewCalibration()
+	cb.ObserveInputs(func(_ int, name string, x []float32) { cal.Observe(name, x) })
 	if err := w.run(ctx, cb, nil); err != nil {
 		return err
 	}
@@ -114,6 +121,65 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "wrote %s: %d matrices channel-major, calibrated (%s) on %d tokens for sparsity %.2f, in %.1f s\n",
 		*out, len(tables)-len(kept), *allocation, len(tokens), *level, time.Since(start).Seconds())
 	return nil
+}
+
+// openCalibrator opens the default backend on m for calibration windows of
+// nCtx tokens.
+func openCalibrator(m *models.Model, nCtx, threads int) (calibrator, error) {
+	b, err := backends.Open(backends.DefaultBackend, m, backends.Options{Threads: threads, MaxBatch: nCtx, KVTokens: nCtx})
+	if err != nil {
+		return nil, err
+	}
+	cb, ok := b.(calibrator)
+	if !ok {
+		b.Close()
+		return nil, fmt.Errorf("the %s backend does not show its inputs", backends.DefaultBackend)
+	}
+	return cb, nil
+}
+
+// rotateResidual runs m over the windows to gather its normalised residual
+// stream, writes m rotated by that stream's PCA (sparse.Rotate) beside out,
+// and loads it: the caller closes it and removes its file.
+func rotateResidual(ctx context.Context, m *models.Model, w calibrationWindows, out string, threads int, progress io.Writer) (*models.Model, error) {
+	cov, err := sparse.NewCovariance(m.File, m.Config)
+	if err != nil {
+		return nil, err
+	}
+	cb, err := openCalibrator(m, w.nCtx, threads)
+	if err != nil {
+		return nil, err
+	}
+	defer cb.Close()
+	cb.ObserveInputs(func(_ int, name string, x []float32) { cov.Observe(name, x) })
+	if err := w.run(ctx, cb, nil); err != nil {
+		return nil, err
+	}
+	cb.ObserveInputs(nil)
+	q, variances, err := cov.PCA()
+	if err != nil {
+		return nil, err
+	}
+	path := out + ".rotated.tmp"
+	if err := sparse.Rotate(m.File, m.Config, q, path, threads); err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	rotated, err := models.Load(path, models.LoadOptions{Logger: logger})
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	var total, quarter float64
+	for i, v := range variances {
+		total += v
+		if i >= len(variances)*3/4 {
+			quarter += v
+		}
+	}
+	fmt.Fprintf(progress, "rotated the residual stream by the PCA of %d vectors: the first direction holds %.1f%% of the variance, the last quarter %.1f%%\n",
+		cov.Rows(), 100*variances[0]/total, 100*quarter/total)
+	return rotated, nil
 }
 
 // calibrationWindows are the windows of nCtx tokens a calibration runs

@@ -5,15 +5,21 @@
 package testmodel
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
 // synthVersion names the cache directory of synthesized files; raise it
@@ -108,4 +114,56 @@ func Backend(tb testing.TB, name string, m *models.Model, o backends.Options) ba
 	}
 	tb.Cleanup(func() { b.Close() })
 	return b
+}
+
+// SynthGains writes into a temporary directory of the test a random-weight
+// model of the named shape as architecture arch ("": the shape's own), its
+// output projection tied to the token embeddings or not, in file type ft,
+// with norm gains drawn at random from [0.25, 1.75) rather than Synth's
+// ones: a model in which what is done to the gains shows in the outputs.
+func SynthGains(tb testing.TB, shape, arch, ft string, tied bool) string {
+	tb.Helper()
+	s, err := models.ShapeByName(shape)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := models.ParseFileType(ft)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if arch != "" {
+		s.Arch = arch
+	}
+	s.Tied = tied
+	dir := tb.TempDir()
+	ones := filepath.Join(dir, "ones.gguf")
+	if err := models.Synthesize(ones, s, t, 1, 0); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gguf.Open(ones)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	w := gguf.NewWriter()
+	w.CopyKV(f)
+	rng := rand.New(rand.NewPCG(7, 11))
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data := f.TensorData(ti)
+		if strings.HasSuffix(ti.Name, "_norm.weight") && ti.Type == kernels.F32 {
+			data = make([]byte, len(data))
+			for k := 0; k < len(data); k += 4 {
+				binary.LittleEndian.PutUint32(data[k:], math.Float32bits(0.25+1.5*rng.Float32()))
+			}
+		}
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-gains-%s.gguf", s.Name, t.Name))
+	if err := w.WriteFile(path); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
