@@ -14,9 +14,10 @@ import (
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
 
-// randomSymmetric is a random symmetric n×n matrix with a few repeated
-// eigenvalues' worth of structure: B·Bᵀ plus a multiple of the identity.
-func randomSymmetric(n int, seed uint64) []float64 {
+// randomSymmetric is a random symmetric n×n matrix B·Bᵀ + I/2, B of n×rank
+// (rank < n: the eigenvalue 1/2 repeated); rank 0 gives a diagonal matrix
+// of the entries 1 and 2, repeated.
+func randomSymmetric(n, rank int, seed uint64) []float64 {
 	rng := rand.New(rand.NewPCG(seed, 3))
 	b := make([]float64, n*n)
 	for i := range b {
@@ -26,20 +27,27 @@ func randomSymmetric(n int, seed uint64) []float64 {
 	for i := range n {
 		for j := range n {
 			var s float64
-			for k := range n / 2 {
+			for k := range rank {
 				s += b[i*n+k] * b[j*n+k]
 			}
 			a[i*n+j] = s
 		}
 		a[i*n+i] += 0.5
+		if rank == 0 {
+			a[i*n+i] = float64(1 + i%2)
+		}
 	}
 	return a
 }
 
 func TestSymmetricEigen(t *testing.T) {
-	for _, n := range []int{1, 2, 5, 64} {
-		t.Run(fmt.Sprint("n=", n), func(t *testing.T) {
-			a := randomSymmetric(n, uint64(n))
+	for _, c := range []struct {
+		n    int
+		rank int // of the random part; 0: a diagonal matrix with repeated entries
+	}{{1, 1}, {2, 1}, {5, 2}, {64, 32}, {100, 100}, {7, 0}} {
+		n := c.n
+		t.Run(fmt.Sprintf("n=%d,rank=%d", n, c.rank), func(t *testing.T) {
+			a := randomSymmetric(n, c.rank, uint64(n))
 			orig := append([]float64(nil), a...)
 			vals, q := symmetricEigen(a, n)
 			for i := range n {
@@ -138,7 +146,7 @@ func TestRotateFolds(t *testing.T) {
 			path := testmodel.SynthGains(t, "tiny-llama3", c.arch, c.ft, c.tied)
 			m := testmodel.Load(t, path)
 			cfg, dim := m.Config, m.Config.Dim
-			_, vecs := symmetricEigen(randomSymmetric(dim, 9), dim)
+			_, vecs := symmetricEigen(randomSymmetric(dim, dim, 9), dim)
 			q := Rotation{Dim: dim, Q: vecs}
 			out := filepath.Join(t.TempDir(), "rotated.gguf")
 			if err := Rotate(m.File, cfg, q, out, 2); err != nil {

@@ -33,40 +33,72 @@ var (
 // on 512 pseudo-random tokens (uniform allocation, level 0.4), into the
 // temp dir's cache of test models (testmodel.Synth's), once: a file of the
 // same name is reused.
-func sparsify(tb testing.TB, path string) string {
+func sparsify(tb testing.TB, path string) string { return sparsifyAs(tb, path, false) }
+
+// sparsifyAs is sparsify, with the residual stream first rotated by the
+// PCA of its normalised vectors on the same tokens (sparse.Rotate) when
+// rotate is set.
+func sparsifyAs(tb testing.TB, path string, rotate bool) string {
 	tb.Helper()
 	sparsifiedMu.Lock()
 	defer sparsifiedMu.Unlock()
-	if out, ok := sparsifiedFiles[path]; ok {
+	key, suffix := path, ".sparse-v1.gguf"
+	if rotate {
+		key, suffix = path+" rotated", ".rotated-sparse-v1.gguf"
+	}
+	if out, ok := sparsifiedFiles[key]; ok {
 		return out
 	}
 	dir := filepath.Join(os.TempDir(), "ruvllm-testmodels-v1")
-	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), ".gguf")+".sparse-v1.gguf")
+	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), ".gguf")+suffix)
 	if _, err := os.Stat(out); err == nil {
-		sparsifiedFiles[path] = out
+		sparsifiedFiles[key] = out
 		return out
-	}
-	b, f, cfg := openFile(tb, path, backends.Options{Threads: 2, MaxBatch: 128, KVTokens: 128})
-	cal := sparse.NewCalibration()
-	b.ObserveInputs(func(_ int, name string, x []float32) { cal.Observe(name, x) })
-	r := rand.New(rand.NewPCG(7, 8))
-	toks := make([]tokenizer.ID, 128)
-	hidden := make([]float32, len(toks)*cfg.Dim)
-	seq := newSeq(tb, b, backends.SequenceOptions{MaxLen: 128})
-	for range 4 {
-		for i := range toks {
-			toks[i] = tokenizer.ID(r.IntN(cfg.VocabSize))
-		}
-		seq.Reset()
-		forward(tb, b, backends.Step{Seq: seq, Tokens: toks, Outputs: backends.AllTokens, Hidden: hidden})
-	}
-	seq.Close()
-	tables := map[string]sparse.Table{}
-	for _, n := range cal.Names() {
-		tables[n] = cal.Uniform(n)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
+	}
+	opt := backends.Options{Threads: 2, MaxBatch: 128, KVTokens: 128}
+	b, f, cfg := openFile(tb, path, opt)
+	// feed runs b over the calibration tokens, showing f their inputs.
+	feed := func(b *Backend, f func(name string, x []float32)) {
+		b.ObserveInputs(func(_ int, name string, x []float32) { f(name, x) })
+		defer b.ObserveInputs(nil)
+		r := rand.New(rand.NewPCG(7, 8))
+		toks := make([]tokenizer.ID, 128)
+		hidden := make([]float32, len(toks)*cfg.Dim)
+		seq := newSeq(tb, b, backends.SequenceOptions{MaxLen: 128})
+		defer seq.Close()
+		for range 4 {
+			for i := range toks {
+				toks[i] = tokenizer.ID(r.IntN(cfg.VocabSize))
+			}
+			seq.Reset()
+			forward(tb, b, backends.Step{Seq: seq, Tokens: toks, Outputs: backends.AllTokens, Hidden: hidden})
+		}
+	}
+	if rotate {
+		cov, err := sparse.NewCovariance(f, cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		feed(b, cov.Observe)
+		q, _, err := cov.PCA()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rotated := fmt.Sprintf("%s.%d.rotated.tmp", out, os.Getpid())
+		if err := sparse.Rotate(f, cfg, q, rotated, 2); err != nil {
+			tb.Fatal(err)
+		}
+		defer os.Remove(rotated)
+		b, f, cfg = openFile(tb, rotated, opt)
+	}
+	cal := sparse.NewCalibration()
+	feed(b, cal.Observe)
+	tables := map[string]sparse.Table{}
+	for _, n := range cal.Names() {
+		tables[n] = cal.Uniform(n)
 	}
 	// Written under this process's name and renamed, as testmodel.Synth does.
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
@@ -76,7 +108,7 @@ func sparsify(tb testing.TB, path string) string {
 	if err := os.Rename(tmp, out); err != nil {
 		tb.Fatal(err)
 	}
-	sparsifiedFiles[path] = out
+	sparsifiedFiles[key] = out
 	return out
 }
 
@@ -228,7 +260,10 @@ func TestSparseDecodeAllocatesNothing(t *testing.T) {
 // divergence of the next-token distributions at each sparsity level from
 // the same file run whole (the dense model): llama.cpp's prompt in one
 // batch, then its tokens one at a time, as TestReferenceParity replays
-// them. The divergence must grow with the level and stay finite; the
+// them. The same is measured for the file sparsified with its residual
+// stream rotated first (sparsify --rotate), against the same dense model,
+// and for that file run whole (what quantizing the rotated matrices again
+// costs). The divergence must grow with the level and stay finite; the
 // figures are logged (go test -run KLOnReference -v) for the README.
 func TestSparseKLOnReferencePrompts(t *testing.T) {
 	dir := shared.Path(t, "reference")
@@ -259,32 +294,54 @@ func TestSparseKLOnReferencePrompts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			path := sparsify(t, modelPath(root, refs[0].ModelFile))
-			whole, _, _ := openFile(t, path, backends.Options{Threads: 2})
+			dense := modelPath(root, refs[0].ModelFile)
+			path := sparsify(t, dense)
+			whole, _, cfg := openFile(t, path, backends.Options{Threads: 2})
 			if len(whole.w.sparseMatrices()) == 0 {
 				t.Skipf("%s has no matrix of a format with a channel-major layout", model)
 			}
-			kl := make([]float64, len(levels))
-			steps := 0
-			for _, ref := range refs {
-				want := replay(t, whole, &ref)
-				steps += len(want)
-				for k, s := range levels {
-					got := replay(t, openSparse(t, path, backends.Options{Threads: 2, Sparsity: s}), &ref)
-					for i := range got {
-						kl[k] += klDivergence(want[i], got[i])
+			wants := make([][][]float32, len(refs))
+			for r := range refs {
+				wants[r] = replay(t, whole, &refs[r])
+			}
+			for _, rotate := range []bool{false, true} {
+				name := "plain"
+				if rotate {
+					name = "rotated"
+					if sparse.Rotatable(cfg.Architecture()) != nil {
+						continue
 					}
 				}
-			}
-			line := ""
-			for k, s := range levels {
-				kl[k] /= float64(steps)
-				line += fmt.Sprintf("  %.2f: %.3g", s, kl[k])
-				if math.IsNaN(kl[k]) || math.IsInf(kl[k], 0) || kl[k] <= 0 || (k > 0 && kl[k] < kl[k-1]*0.9) {
-					t.Errorf("sparsity %.2f: mean KL %g, after %g at %.2f", s, kl[k], kl[max(k-1, 0)], levels[max(k-1, 0)])
+				path := sparsifyAs(t, dense, rotate)
+				kl := make([]float64, len(levels)+1) // [0]: the file run whole
+				steps := 0
+				for r := range refs {
+					want := wants[r]
+					steps += len(want)
+					for k, s := range append([]float64{0}, levels...) {
+						b := whole
+						if s > 0 {
+							b = openSparse(t, path, backends.Options{Threads: 2, Sparsity: s})
+						} else if rotate {
+							b, _, _ = openFile(t, path, backends.Options{Threads: 2})
+						}
+						got := replay(t, b, &refs[r])
+						for i := range got {
+							kl[k] += klDivergence(want[i], got[i])
+						}
+					}
 				}
+				line := fmt.Sprintf("  whole: %.3g", kl[0]/float64(steps))
+				for k, s := range levels {
+					k++
+					kl[k] /= float64(steps)
+					line += fmt.Sprintf("  %.2f: %.3g", s, kl[k])
+					if math.IsNaN(kl[k]) || math.IsInf(kl[k], 0) || kl[k] <= 0 || (k > 1 && kl[k] < kl[k-1]*0.9) {
+						t.Errorf("%s, sparsity %.2f: mean KL %g, after %g", name, s, kl[k], kl[k-1])
+					}
+				}
+				t.Logf("%s %s: mean KL from dense over %d steps of %d prompts:%s", model, name, steps, len(refs), line)
 			}
-			t.Logf("%s: mean KL from dense over %d steps of %d prompts:%s", model, steps, len(refs), line)
 		})
 	}
 }
