@@ -212,6 +212,9 @@ func TestSparsifyRotate(t *testing.T) {
 			if d := maxLogitDiff(denseLogits(t, out, tokens), denseLogits(t, dense, tokens)); d > 1e-5 {
 				t.Errorf("rotated logits differ from the dense model's by %.2g of the largest", d)
 			}
+			if _, stderr, code := run(t, "generate", "--model", out, "--prompt", "the cat", "-n", "4", "--temp", "0"); code != 0 {
+				t.Errorf("generate on the rotated file: %s", stderr)
+			}
 		})
 	}
 }
