@@ -43,14 +43,7 @@ func Synth(tb testing.TB, shape, ft string) string {
 // "llama", "Q4_K_M") is a llama of Qwen3-0.6B's size.
 func SynthAs(tb testing.TB, shape, arch, ft string) string {
 	tb.Helper()
-	s, err := models.ShapeByName(shape)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	t, err := models.ParseFileType(ft)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s, t := shapeAndType(tb, shape, ft)
 	name := s.Name
 	if arch != "" {
 		s.Arch = arch
@@ -77,6 +70,20 @@ func SynthAs(tb testing.TB, shape, arch, ft string) string {
 		tb.Fatal(err)
 	}
 	return path
+}
+
+// shapeAndType looks up a shape of models.Shapes and a file type by name.
+func shapeAndType(tb testing.TB, shape, ft string) (models.Shape, models.FileType) {
+	tb.Helper()
+	s, err := models.ShapeByName(shape)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := models.ParseFileType(ft)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, t
 }
 
 // Load loads the model at path, closed when the test ends.
@@ -123,14 +130,7 @@ func Backend(tb testing.TB, name string, m *models.Model, o backends.Options) ba
 // ones: a model in which what is done to the gains shows in the outputs.
 func SynthGains(tb testing.TB, shape, arch, ft string, tied bool) string {
 	tb.Helper()
-	s, err := models.ShapeByName(shape)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	t, err := models.ParseFileType(ft)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s, t := shapeAndType(tb, shape, ft)
 	if arch != "" {
 		s.Arch = arch
 	}
