@@ -68,7 +68,8 @@
 // warns. Weighing each norm's vectors in the covariance by the weights
 // that read them (gate/up 344 rows a block, q/k/v 128) was measured and
 // left out, being mixed: ln ppl at 0.25 +2.8% uniform, +1.8% greedy, but
-// at 0.4 greedy +15.9%, and the reference prompts' mean KL (below) at
+// at 0.4 greedy +15.9%, and the mean KL on the reference prompts (the
+// native backend's KLOnReference test) at
 // 0.25/0.4/0.5 0.0029/0.0154/0.0333 against 0.0022/0.0117/0.0291; the PCA
 // of the FFN inputs alone gave +2.2/+14.9/+39/+105% uniform at
 // 0.25/0.4/0.5/0.6, a choice fitted to this one model. Rotating V per head
