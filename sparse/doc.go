@@ -47,34 +47,32 @@
 //
 // What does reach further is thresholding the same model in another basis
 // (SliceGPT's computational invariance; LaRoSA rotates activations before
-// TEAL's thresholds). Rotate folds every RMSNorm gain into the matrices
-// that read it and rotates the residual stream by an orthogonal Q, the
-// eigenvectors of the normalised stream's covariance on the calibration
-// text (Covariance, PCA): the model stays the same function (stories260K's
-// logits agree within 1.1e-6 of the largest, ln ppl within 1e-6), and the
-// inputs of q/k/v and gate/up are then small in the same directions on
-// every token. Measured on stories260K as above (sparsify --rotate):
-// thresholding one type alone at 0.25/0.4/0.5 costs q/k/v
-// +0.3/+2.5/+7.4% (was +1.8/+7.6/+17.5%) and gate/up +2.0/+10.7/+25.5% (was
-// +4.0/+14.3/+34.2%); attention output and down read other inputs and are
-// unchanged. All together at 0.1/0.25/0.4/0.5/0.6: uniform
-// +0.1/+3.1/+15.6/+42.5/+110% (was +0.2/+4.5/+27/+76/+194%), greedy
-// +0.2/+2.5/+14.9/+40.5/+126% (was +0.1/+3.9/+23/+64/+190%): better at
-// every level but greedy's 0.1 (by 0.04%), still not +1% at 0.25. The
-// rotation stays an option because a quantized file's matrices are
-// quantized again once rotated: stories260K in Q8_0 loses 0.04% of ln ppl
-// dense (mean KL 0.0011 on the calibration text), in Q4_0 18% (KL 0.15),
-// more than its sparsity gains up to 0.5; sparsify reports the KL and
-// warns. Weighing each norm's vectors in the covariance by the weights
-// that read them (gate/up 344 rows a block, q/k/v 128) was measured and
-// left out, being mixed: ln ppl at 0.25 +2.8% uniform, +1.8% greedy, but
-// at 0.4 greedy +15.9%, and the mean KL on the reference prompts (the
-// native backend's KLOnReference test) at
-// 0.25/0.4/0.5 0.0029/0.0154/0.0333 against 0.0022/0.0117/0.0291; the PCA
-// of the FFN inputs alone gave +2.2/+14.9/+39/+105% uniform at
-// 0.25/0.4/0.5/0.6, a choice fitted to this one model. Rotating V per head
-// (for the attention output's input) was not built: that input costs
-// +0.3% alone at 0.25, all it could save. The
-// eigenvectors take 1 s at 512 dimensions, about 2 minutes at 2048
-// (Householder reduction and QL, O(n³)).
+// TEAL's thresholds). Rotate folds every RMSNorm gain into the matrices that
+// read it and rotates the residual stream by an orthogonal Q, the
+// eigenvectors of the normalised stream's covariance on the calibration text
+// (Covariance, PCA): the model stays the same function (stories260K's logits
+// agree within 1.1e-6 of the largest, ln ppl within 1e-6), and the inputs of
+// q/k/v and gate/up are then small in the same directions on every token.
+// Measured on stories260K as above (sparsify --rotate): thresholding one
+// type alone at 0.25/0.4/0.5 costs q/k/v +0.3/+2.5/+7.4% (was
+// +1.8/+7.6/+17.5%) and gate/up +2.0/+10.7/+25.5% (was +4.0/+14.3/+34.2%);
+// attention output and down read other inputs and are unchanged. All
+// together at 0.1/0.25/0.4/0.5/0.6: uniform +0.1/+3.1/+15.6/+42.5/+110% (was
+// +0.2/+4.5/+27/+76/+194%), greedy +0.2/+2.5/+14.9/+40.5/+126% (was
+// +0.1/+3.9/+23/+64/+190%): better at every level but greedy's 0.1 (by
+// 0.04%), still not +1% at 0.25. The rotation stays an option because a
+// quantized file's matrices are quantized again once rotated: stories260K in
+// Q8_0 loses 0.04% of ln ppl dense (mean KL 0.0011 on the calibration text),
+// in Q4_0 18% (KL 0.15), more than its sparsity gains up to 0.5; sparsify
+// reports the KL and warns. Weighing each norm's vectors in the covariance
+// by the weights that read them (gate/up 344 rows a block, q/k/v 128) was
+// measured and left out, being mixed: ln ppl at 0.25 +2.8% uniform, +1.8%
+// greedy, but at 0.4 greedy +15.9%, and the mean KL on the reference prompts
+// (the native backend's KLOnReference test) at 0.25/0.4/0.5
+// 0.0029/0.0154/0.0333 against 0.0022/0.0117/0.0291; the PCA of the FFN
+// inputs alone gave +2.2/+14.9/+39/+105% uniform at 0.25/0.4/0.5/0.6, a
+// choice fitted to this one model. Rotating V per head (for the attention
+// output's input) was not built: that input costs +0.3% alone at 0.25, all
+// it could save. The eigenvectors take 1 s at 512 dimensions, about 2
+// minutes at 2048 (Householder reduction and QL, O(n³)).
 package sparse
