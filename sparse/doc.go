@@ -71,8 +71,13 @@
 // (the native backend's KLOnReference test) at 0.25/0.4/0.5
 // 0.0029/0.0154/0.0333 against 0.0022/0.0117/0.0291; the PCA of the FFN
 // inputs alone gave +2.2/+14.9/+39/+105% uniform at 0.25/0.4/0.5/0.6, a
-// choice fitted to this one model. Rotating V per head (for the attention
-// output's input) was not built: that input costs +0.3% alone at 0.25, all
-// it could save. The eigenvectors take 1 s at 512 dimensions, about 2
-// minutes at 2048 (Householder reduction and QL, O(n³)).
+// choice fitted to this one model. A constant correction of the dropped
+// inputs' mean (W·E[x·1(|x|≤t)] added to each product, measured with the
+// thresholds applied on the dense path) was mixed too: at 0.1/0.25/0.4/0.5
+// +0.14/+5.1/+25.6/+79.8% against +0.19/+4.5/+27.2/+76.0% without rotation,
+// +0.15/+2.9/+16.8/+45.7% against +0.11/+3.2/+15.4/+42.3% with it; not
+// built. Rotating V per head (for the attention output's input) was not
+// built: that input costs +0.3% alone at 0.25, all it could save. The
+// eigenvectors take 1 s at 512 dimensions, about 2 minutes at 2048
+// (Householder reduction and QL, O(n³)).
 package sparse
