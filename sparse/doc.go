@@ -43,6 +43,24 @@
 // between them reaches 0.25 within +1% (the per-layer greedy one of
 // Allocate, which already splits by projection type, gives +3.9%).
 //
+// R-Sparse's low-rank term for the dropped inputs (y = W·x̃ + U·Vᵀ·(x − x̃),
+// U·Vᵀ the rank-r truncated SVD of W) was measured and left out. On
+// stories260K, calibrated and scored as above, with the thresholds and the
+// term applied on the dense path (checked: at full rank it gives the dense
+// perplexity), ln perplexity at sparsity 0.25/0.4 on the rotated model
+// (below) goes with uniform thresholds from +3.1/+15.6% to +2.9/+14.4% at
+// r = 2, +2.4/+13.1% at 4, +2.2/+10.9% at 8 and +1.6/+7.9% at 16; greedy
+// (on 1,024 tokens) from +2.7/+15.5% to +2.2/+12.4% at 2 and +1.4/+7.1% at
+// 16; unrotated, uniform from +4.5/+27% to +1.7/+10.3% at 16. The term on
+// gate/up alone gains less (rotated, uniform, r = 16: +2.2/+11.2%), and
+// factors fitted to the dropped inputs (the top eigenvectors of W·C·Wᵀ, C
+// their covariance on the calibration text) no more (+1.4/+7.6%). r = 16 is
+// a quarter of this model's rank and adds 26–29% of the multiply-adds;
+// the rank that would pay on tinyllama's shape, r = 64 (3.3–3.9% of the
+// multiply-adds, but F16 factors of 10% of the Q8_0 weights' bytes, 19% of
+// Q4_0's, which a decode bound by reading memory pays in full), is r = 2
+// here in proportion, worth a few tenths of a percent at 0.25.
+//
 // # Rotating the residual stream
 //
 // What does reach further is thresholding the same model in another basis
