@@ -12,12 +12,14 @@ type RowPacker interface {
 }
 
 // packedChunk is the number of rows MatMulPacked packs at a time: about
-// 96 KiB of weights, so that a chunk packed by a worker is still in its
+// 192 KiB of weights, so that a chunk packed by a worker is still in its
 // second-level cache when the kernels read it for every token; a multiple of
-// every format's row tile and of 32.
+// every format's row tile and of 64, so that a chunk of an 8-bit matrix
+// stored channel-major reads whole 64-byte lines of each column (32 rows,
+// half a line, left the other half to another worker's chunk).
 func packedChunk(t DType, cols int) int {
-	c := 96 << 10 / max(1, t.RowBytes(cols)) / 32 * 32
-	return min(max(c, 32), 256)
+	c := 192 << 10 / max(1, t.RowBytes(cols)) / 64 * 64
+	return min(max(c, 64), 256)
 }
 
 // PackedScratchBytes is the scratch MatMulPacked needs for n tokens of cols

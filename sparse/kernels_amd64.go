@@ -28,10 +28,10 @@ func blockQ4_0x64AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx flo
 func planQ8AVX2(act *byte, nb int, cols *int32, table *uint64, offs *int32, xs *int8, counts *int32)
 
 //go:noescape
-func packQ8_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int)
+func packQ8_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int, next, nextScales *byte)
 
 //go:noescape
-func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int)
+func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int, next, nextScales *byte)
 
 //go:noescape
 func thresholdAVX2(dst, x *float32, n int, threshold float32)
@@ -102,6 +102,11 @@ func planBlocks(act []byte, nb int, first, cb int32, offs []int32, xs []int8, co
 	planQ8AVX2(&act[0], nb, &cols[0], &setBits[0], &offs[0], &xs[0], &counts[0])
 }
 
+// packDistance is how many blocks ahead packRows asks for the pieces it
+// will transpose: a block of 32 rows takes about as long as a read from
+// memory.
+const packDistance = 2
+
 // packRows is packRowsGeneric, in assembly for the quantized formats and
 // whole groups of 32 rows.
 func packRows(t kernels.DType, rows, cols int, src []byte, r0, r1 int, dst []byte) {
@@ -122,11 +127,19 @@ func packRows(t kernels.DType, rows, cols int, src []byte, r0, r1 int, dst []byt
 	if t == kernels.Q4_0 {
 		pack = packQ4_0AVX2
 	}
-	for b := range cols / kernels.QK {
+	nb := cols / kernels.QK
+	for b := range nb {
 		blk := src[b*bb : (b+1)*bb]
 		for g := r0; g < r1; g += 32 {
 			piece := g * cb / rows // a column's bytes before row g
-			pack(&blk[2*rows+piece], cb, &blk[2*g], &dst[(g-r0)*rb+b*qb], rb, &rowOff)
+			// The pieces come from 32 lines far apart, which no hardware
+			// prefetcher follows: ask for those packDistance blocks on.
+			var next, nextScales *byte
+			if b+packDistance < nb {
+				later := src[(b+packDistance)*bb : (b+packDistance+1)*bb]
+				next, nextScales = &later[2*rows+piece], &later[2*g]
+			}
+			pack(&blk[2*rows+piece], cb, &blk[2*g], &dst[(g-r0)*rb+b*qb], rb, &rowOff, next, nextScales)
 		}
 	}
 }

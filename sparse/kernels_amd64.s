@@ -335,6 +335,21 @@ q4quads:
 	STORE2(Y8, X8, 96, 104, 224, 232); \
 	STORE2(Y7, X7, 112, 120, 240, 248)
 
+// PREFETCHPIECES starts reading the 32 column pieces at R14 (stride CX
+// apart) and their 32 rows' scales at R15, a later block's, so that they
+// come from memory while this block is transposed; nothing when R14 is
+// nil. Uses AX, R11.
+#define PREFETCHPIECES \
+	TESTQ      R14, R14;     \
+	JZ         8(PC);        \
+	PREFETCHT0 (R15);        \
+	MOVQ       R14, AX;      \
+	MOVQ       $32, R11;     \
+	PREFETCHT0 (AX);         \
+	ADDQ       CX, AX;       \
+	DECQ       R11;          \
+	JNZ        -3(PC)
+
 // SCALES copies the 32 rows' scales (halves at BX) to the first two bytes
 // of each row's block (DI, rows R8 bytes apart). Uses AX, R10, R11.
 #define SCALES \
@@ -347,19 +362,23 @@ q4quads:
 	CMPQ    R11, $32;       \
 	JLT     -5(PC)
 
-// func packQ8_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int)
+// func packQ8_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int, next, nextScales *byte)
 //
 // Writes one block of 32 rows row-major: the block's 32 column pieces of
 // 32 quants (the first at cols, stride bytes apart) and the rows' scales,
 // to the rows' Q8_0 blocks (row r's at dst + r·rowBytes, position p's at
-// dst + rowOff[p]).
-TEXT ·packQ8_0AVX2(SB), NOSPLIT, $0-48
+// dst + rowOff[p]). It starts reading next's pieces and scales (a later
+// block's; nil: none).
+TEXT ·packQ8_0AVX2(SB), NOSPLIT, $0-64
 	MOVQ cols+0(FP), SI
 	MOVQ stride+8(FP), CX
 	MOVQ scales+16(FP), BX
 	MOVQ dst+24(FP), DI
 	MOVQ rowBytes+32(FP), R8
 	MOVQ rowOff+40(FP), R9
+	MOVQ next+48(FP), R14
+	MOVQ nextScales+56(FP), R15
+	PREFETCHPIECES
 	SCALES
 	ADDQ $2, DI
 	MOVQ $4, R12
@@ -403,17 +422,20 @@ q8chunk:
 	VPSLLW         $4, Y9, Y9;   \
 	VPOR           Y9, Y, Y
 
-// func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int)
+// func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int, next, nextScales *byte)
 //
 // packQ8_0AVX2 for Q4_0: the column pieces are 16 bytes of nibbles, and a
 // row's block byte j holds columns j and j+16.
-TEXT ·packQ4_0AVX2(SB), NOSPLIT, $0-48
+TEXT ·packQ4_0AVX2(SB), NOSPLIT, $0-64
 	MOVQ    cols+0(FP), SI
 	MOVQ    stride+8(FP), CX
 	MOVQ    scales+16(FP), BX
 	MOVQ    dst+24(FP), DI
 	MOVQ    rowBytes+32(FP), R8
 	MOVQ    rowOff+40(FP), R9
+	MOVQ    next+48(FP), R14
+	MOVQ    nextScales+56(FP), R15
+	PREFETCHPIECES
 	SCALES
 	ADDQ    $2, DI
 	VMOVDQU sparseHalfShift<>(SB), Y14
