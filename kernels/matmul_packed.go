@@ -54,7 +54,7 @@ func MatMulPacked(p *Pool, t DType, src RowPacker, rows, cols int, x []float32, 
 	} else {
 		j.vec = prepareVecDot(p, tr, t, nil, rows, cols, x, n, out, scratch[:need])
 	}
-	nTasks := (rows + j.chunk - 1) / j.chunk
+	nTasks := j.plan(p.Size())
 	if p == nil || nTasks == 1 {
 		for task := range nTasks {
 			j.Do(task, 0)
@@ -73,16 +73,54 @@ func MatMulPacked(p *Pool, t DType, src RowPacker, rows, cols int, x []float32, 
 type packedJob struct {
 	src   RowPacker
 	rows  int
-	chunk int    // rows per task
+	chunk int    // rows per task, at most
 	wRow  int    // bytes per packed row
 	bufs  []byte // a chunk per worker
 	gemm  gemmJob
 	vec   matJob
+	// The first nHead tasks take chunk rows each; the others, the tail,
+	// start at tail[k] (tail[nTail] = rows).
+	nHead, nTail int
+	tail         [maxPackedTail + 1]int32
+}
+
+// maxPackedTail bounds the tasks of a packed product's tail.
+const maxPackedTail = 63
+
+// plan cuts the rows into tasks for workers workers and returns how many.
+// All but the last rows go in whole chunks; the last 2·workers chunks' worth
+// (at most 8) are cut guided, each task half of what is left per worker
+// (at least a quarter chunk), so that when one worker runs out of tasks the
+// others' last ones end soon after: with equal chunks a worker waited half
+// a chunk (a 32nd of a 2048-row product) at the end of every product. The
+// tail has under 9 chunks' rows in tasks of a quarter chunk at least: it
+// fits maxPackedTail.
+func (j *packedJob) plan(workers int) int {
+	workers = max(1, workers)
+	j.nHead = max(0, j.rows-min(2*workers, 8)*j.chunk) / j.chunk
+	least := max(32, j.chunk/4/32*32)
+	n := 0
+	for r := j.nHead * j.chunk; r < j.rows; n++ {
+		j.tail[n] = int32(r)
+		left := j.rows - r
+		part := (left + 2*workers - 1) / (2 * workers)
+		r += min(left, j.chunk, max(least, (part+31)/32*32))
+	}
+	j.tail[n], j.nTail = int32(j.rows), n
+	return j.nHead + n
+}
+
+// span is the rows [r0, r1) of a task.
+func (j *packedJob) span(task int) (r0, r1 int) {
+	if task < j.nHead {
+		return task * j.chunk, (task + 1) * j.chunk
+	}
+	k := task - j.nHead
+	return int(j.tail[k]), int(j.tail[k+1])
 }
 
 func (j *packedJob) Do(task, worker int) {
-	r0 := task * j.chunk
-	r1 := min(r0+j.chunk, j.rows)
+	r0, r1 := j.span(task)
 	size := j.chunk * j.wRow
 	w := j.bufs[worker*size : worker*size+(r1-r0)*j.wRow]
 	j.src.PackRows(r0, r1, w)

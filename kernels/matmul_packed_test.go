@@ -26,10 +26,11 @@ func TestMatMulPackedMatchesMatMul(t *testing.T) {
 		}
 	}()
 	for _, dt := range []DType{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K} {
-		for _, n := range []int{1, 2, 7, 16, gemmTokChunk + 9} {
-			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
+		for _, c := range []struct{ n, chunks int }{{1, 2}, {2, 2}, {7, 2}, {16, 2}, {gemmTokChunk + 9, 2}, {3, 11}} {
+			n := c.n
+			t.Run(fmt.Sprintf("%v/n=%d/chunks=%d", dt, n, c.chunks), func(t *testing.T) {
 				cols := max(512, dt.BlockSize())
-				rows := 2*packedChunk(dt, cols) + 37 // a partial last chunk
+				rows := c.chunks*packedChunk(dt, cols) + 37 // a partial last chunk; with 11, whole chunks before the guided tail
 				w, _ := randMatrix(t, r, dt, rows, cols)
 				x := randF32(r, n*cols, 1)
 				want := make([]float32, n*rows)
@@ -45,6 +46,38 @@ func TestMatMulPackedMatchesMatMul(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+func TestPackedPlanCoversEveryRow(t *testing.T) {
+	for _, chunk := range []int{64, 128, 256} {
+		for _, rows := range []int{1, 31, 64, 256, 300, 2048, 5632, 32000, 152064} {
+			for _, workers := range []int{1, 2, 3, 8, 64} {
+				t.Run(fmt.Sprintf("chunk=%d/rows=%d/workers=%d", chunk, rows, workers), func(t *testing.T) {
+					j := packedJob{rows: rows, chunk: chunk}
+					n := j.plan(workers)
+					if j.nTail > maxPackedTail {
+						t.Fatalf("%d tail tasks, at most %d", j.nTail, maxPackedTail)
+					}
+					next := 0
+					for task := range n {
+						r0, r1 := j.span(task)
+						switch {
+						case r0 != next:
+							t.Fatalf("task %d starts at row %d, want %d", task, r0, next)
+						case r1 <= r0 || r1-r0 > chunk:
+							t.Fatalf("task %d has rows [%d, %d): not 1..%d rows", task, r0, r1, chunk)
+						case r1 != rows && r1%32 != 0:
+							t.Fatalf("task %d ends at row %d, not a multiple of 32", task, r1)
+						}
+						next = r1
+					}
+					if next != rows {
+						t.Fatalf("tasks cover %d of %d rows", next, rows)
+					}
+				})
+			}
 		}
 	}
 }
