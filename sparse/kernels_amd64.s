@@ -125,9 +125,11 @@ nextdone:
 // func blockQ8_0AVX2(offs *int32, xs *int8, nq int, blk *byte, rows int, dx float32, corr int32, y *float32, first bool, next *int32, nextN int, nextBlk *byte)
 //
 // Adds (first: sets) to y one block's products over its rows, 32 at a
-// time: for each quad the four columns' 32 int8 quants, given the signs
-// of their activations (VPSIGNB), interleaved and multiplied by the
-// activations' magnitudes (VPMADDUBSW, VPMADDWD) into int32 sums; then
+// time: for each quad the four columns' 32 int8 quants, interleaved,
+// given the signs of their activations (VPSIGNB: once a register after the
+// interleaving, whose every 4 bytes are the quad's 4 channels, as a
+// broadcast of the 4 activations is) and multiplied by the activations'
+// magnitudes (VPMADDUBSW, VPMADDWD) into int32 sums; then
 // y = fma(float(sum), f16(d)·dx, y). Each column is read 256 bytes ahead.
 TEXT ·blockQ8_0AVX2(SB), NOSPLIT, $0-88
 	PREFETCHNEXT
@@ -165,17 +167,13 @@ q8quads:
 	PREFETCHT0   256(BX)(R11*1)
 	PREFETCHT0   256(DX)(R11*1)
 	PREFETCHT0   256(R14)(R11*1)
-	VPBROADCASTB 0(CX), Y8
-	VPSIGNB      Y8, Y4, Y4
-	VPBROADCASTB 1(CX), Y8
-	VPSIGNB      Y8, Y5, Y5
-	VPBROADCASTB 2(CX), Y8
-	VPSIGNB      Y8, Y6, Y6
-	VPBROADCASTB 3(CX), Y8
-	VPSIGNB      Y8, Y7, Y7
-	VPBROADCASTD 0(CX), Y13
-	VPABSB       Y13, Y13            // |x| of the four channels
+	VPBROADCASTD 0(CX), Y12          // x of the four channels, in each 4 bytes as INTERLEAVE puts the columns
 	INTERLEAVE
+	VPSIGNB      Y12, Y4, Y4
+	VPSIGNB      Y12, Y5, Y5
+	VPSIGNB      Y12, Y6, Y6
+	VPSIGNB      Y12, Y7, Y7
+	VPABSB       Y12, Y13            // |x|
 	VPMADDUBSW   Y4, Y13, Y4
 	VPMADDUBSW   Y5, Y13, Y5
 	VPMADDUBSW   Y6, Y13, Y6
