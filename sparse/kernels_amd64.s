@@ -130,7 +130,8 @@ nextdone:
 // interleaving, whose every 4 bytes are the quad's 4 channels, as a
 // broadcast of the 4 activations is) and multiplied by the activations'
 // magnitudes (VPMADDUBSW, VPMADDWD) into int32 sums; then
-// y = fma(float(sum), f16(d)·dx, y). Each column is read 256 bytes ahead.
+// y = fma(float(sum), f16(d)·dx, y). Each column is read 128 bytes (4
+// steps) ahead, as the 64-row Q4_0 kernel reads (see PAIR64).
 TEXT ·blockQ8_0AVX2(SB), NOSPLIT, $0-88
 	PREFETCHNEXT
 	MOVQ         offs+0(FP), SI
@@ -163,10 +164,10 @@ q8quads:
 	VMOVDQU      (BX)(R11*1), Y5
 	VMOVDQU      (DX)(R11*1), Y6
 	VMOVDQU      (R14)(R11*1), Y7
-	PREFETCHT0   256(AX)(R11*1)
-	PREFETCHT0   256(BX)(R11*1)
-	PREFETCHT0   256(DX)(R11*1)
-	PREFETCHT0   256(R14)(R11*1)
+	PREFETCHT0   128(AX)(R11*1)
+	PREFETCHT0   128(BX)(R11*1)
+	PREFETCHT0   128(DX)(R11*1)
+	PREFETCHT0   128(R14)(R11*1)
 	VPBROADCASTD 0(CX), Y12          // x of the four channels, in each 4 bytes as INTERLEAVE puts the columns
 	INTERLEAVE
 	VPSIGNB      Y12, Y4, Y4
