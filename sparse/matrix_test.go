@@ -219,3 +219,50 @@ func TestMulVecKeepsNoStalePlan(t *testing.T) {
 		check("input changed in place", m2, w2)
 	}
 }
+
+func TestSplitCutsByWork(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct {
+		name   string
+		blocks int
+		active float64 // fraction of blocks with work
+	}{
+		{"one block", 1, 1}, {"few blocks", 5, 1}, {"dense", 64, 1}, {"half idle", 176, 0.5}, {"all idle", 64, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plans := make([]blockPlan, c.blocks)
+			total := 0
+			for i := range plans {
+				if r.Float64() < c.active {
+					plans[i].nq = int32(1 + r.IntN(8))
+					total += int(plans[i].nq) + 1
+				}
+			}
+			var j mulJob
+			tasks := j.split(plans, 1)
+			if tasks != min(decodeTasks, c.blocks) || j.start[0] != 0 || int(j.start[tasks]) != c.blocks {
+				t.Fatalf("%d tasks over blocks %d..%d of %d", tasks, j.start[0], j.start[tasks], c.blocks)
+			}
+			for k := range tasks {
+				if j.start[k+1] < j.start[k] {
+					t.Fatalf("task %d runs blocks %d..%d", k, j.start[k], j.start[k+1])
+				}
+			}
+			// The first task, the largest share, gets no more than its
+			// share of the work plus one block's.
+			first := 0
+			for _, p := range plans[:j.start[1]] {
+				if p.nq > 0 {
+					first += int(p.nq) + 1
+				}
+			}
+			shares := 0
+			for _, s := range taskShare[:tasks] {
+				shares += s
+			}
+			if tasks > 1 && first*shares > taskShare[0]*total+9*shares {
+				t.Fatalf("the first task has %d of %d work, its share %d/%d", first, total, taskShare[0], shares)
+			}
+		})
+	}
+}

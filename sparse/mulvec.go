@@ -20,11 +20,36 @@ import (
 // split between a fixed number of tasks, each summing into its own partial
 // output, and the partials are added in task order: the result does not
 // depend on the number of threads.
+//
+// The tasks are cut by work, not by blocks: the active quads vary from
+// block to block, and equal runs of blocks left one thread waiting for the
+// other. Each task's share is fixed (taskShare: decreasing, as guided
+// scheduling cuts, so that the last tasks are short and a thread that runs
+// out of work waits little for the other), and its blocks are those whose
+// running sum of work falls in it.
 
 // decodeTasks is the number of tasks (and partial outputs) of a mat-vec:
 // enough for the pool to even out two busy cores, few enough that adding
 // the partials costs little.
 const decodeTasks = 8
+
+// taskShare[t] is task t's part of a mat-vec's work, in 36ths: 8, 7, … 1.
+var taskShare = [decodeTasks]int{8, 7, 6, 5, 4, 3, 2, 1}
+
+// blockOverhead is the work of a block with any active channel besides its
+// quads', in quads: the AVX2 kernels' per-row epilogue (the rows' scales
+// times the activation's, added to the output) costs about one Q8_0 quad
+// (32 rows) and two of the 64-row Q4_0 kernel's; the float formats have
+// none.
+func blockOverhead(t kernels.DType) int {
+	switch t {
+	case kernels.Q8_0:
+		return 1
+	case kernels.Q4_0:
+		return 2
+	}
+	return 0
+}
 
 // The active channels of a mat-vec's blocks go four at a time (a quad),
 // the unit of the kernel, as two arrays: offs[4i+k], the byte offset of
@@ -98,9 +123,9 @@ func (m *Matrix) MulVec(p *kernels.Pool, x []float32, threshold float32, out []f
 	} else {
 		m.planFloat(x, threshold, s)
 	}
-	tasks := min(decodeTasks, nb)
 	j := &s.job
-	*j = mulJob{m: m, x: x, s: s, nb: nb, tasks: tasks}
+	*j = mulJob{m: m, x: x, s: s}
+	tasks := j.split(s.plans[:nb], blockOverhead(m.Type))
 	p.Run(tasks, j)
 	first := true
 	for t := range tasks {
@@ -204,19 +229,55 @@ func (m *Matrix) planFloat(x []float32, threshold float32, s *Scratch) {
 
 // mulJob runs the blocks of one task of a MulVec into its partial output.
 type mulJob struct {
-	m         *Matrix
-	x         []float32
-	s         *Scratch
-	nb, tasks int
-	used      [decodeTasks]bool // the task's partial holds a sum
+	m     *Matrix
+	x     []float32
+	s     *Scratch
+	start [decodeTasks + 1]int32 // task t runs blocks [start[t], start[t+1])
+	used  [decodeTasks]bool      // the task's partial holds a sum
+}
+
+// split cuts the blocks of plans into tasks by their work (a block with
+// active channels: its quads, or channels, plus overhead) in the shares of
+// taskShare, and returns the number of tasks; a task may get no block.
+func (j *mulJob) split(plans []blockPlan, overhead int) int {
+	total := 0
+	for i := range plans {
+		if n := int(plans[i].nq); n > 0 {
+			total += n + overhead
+		}
+	}
+	tasks := min(decodeTasks, len(plans))
+	shares := 0
+	for _, sh := range taskShare[:tasks] {
+		shares += sh
+	}
+	b, done, target := 0, 0, 0
+	for t := range tasks - 1 {
+		j.start[t] = int32(b)
+		target += taskShare[t]
+		// The blocks whose work is centred within the first
+		// target/shares of the total.
+		for ; b < len(plans); b++ {
+			w := 0
+			if n := int(plans[b].nq); n > 0 {
+				w = n + overhead
+			}
+			if shares*(2*done+w) > 2*target*total {
+				break
+			}
+			done += w
+		}
+	}
+	j.start[tasks-1], j.start[tasks] = int32(b), int32(len(plans))
+	return tasks
 }
 
 func (j *mulJob) Do(task, _ int) {
 	m, s := j.m, j.s
 	y := s.partial[task*m.Rows : (task+1)*m.Rows]
 	first := true
-	b1 := (task + 1) * j.nb / j.tasks
-	for b := task * j.nb / j.tasks; b < b1; b++ {
+	b1 := int(j.start[task+1])
+	for b := int(j.start[task]); b < b1; b++ {
 		pl := &s.plans[b]
 		if pl.nq == 0 {
 			continue
