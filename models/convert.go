@@ -45,20 +45,23 @@ func QuantizeFile(f *gguf.File, path string, plan QuantPlan, threads int) error 
 		}
 		cols, rows := int(ti.Dims[0]), int(ti.Rows())
 		inRow, outRow := ti.Type.RowBytes(cols), target.RowBytes(cols)
-		fill := func(row int, buf []float32, dst []byte) {
+		fill := func(_, row int, buf []float32, dst []byte) {
 			from.DequantizeRow(src[row*inRow:(row+1)*inRow], buf)
 			to.QuantizeRow(buf, dst)
 		}
-		if err := addRows(w, ti.Name, target, ti.Dims, rows, cols, outRow, threads, fill); err != nil {
+		if err := AddRows(w, ti.Name, target, ti.Dims, rows, cols, outRow, threads, fill); err != nil {
 			return err
 		}
 	}
 	return w.WriteFile(path)
 }
 
-// addRows adds a tensor whose rows are produced by fill when the file is
-// written, spread over threads goroutines (conversion is not the hot path).
-func addRows(w *gguf.Writer, name string, t kernels.DType, dims []uint64, rows, cols, rowBytes, threads int, fill func(row int, buf []float32, dst []byte)) error {
+// AddRows adds to w a tensor of type t whose rows (rowBytes each) fill
+// writes into dst when the file is written, spread over threads goroutines
+// (≤ 0: all cores); buf is a row of cols floats of the calling goroutine,
+// worker its index, for a fill that needs more scratch of its own. Files
+// that models, sparse and the converters write are made this way.
+func AddRows(w *gguf.Writer, name string, t kernels.DType, dims []uint64, rows, cols, rowBytes, threads int, fill func(worker, row int, buf []float32, dst []byte)) error {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
@@ -66,14 +69,14 @@ func addRows(w *gguf.Writer, name string, t kernels.DType, dims []uint64, rows, 
 		data := make([]byte, rows*rowBytes)
 		var wg sync.WaitGroup
 		per := (rows + threads - 1) / threads
-		for start := 0; start < rows; start += per {
+		for worker, start := 0, 0; start < rows; worker, start = worker+1, start+per {
 			end := min(start+per, rows)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				buf := make([]float32, cols)
 				for r := start; r < end; r++ {
-					fill(r, buf, data[r*rowBytes:(r+1)*rowBytes])
+					fill(worker, r, buf, data[r*rowBytes:(r+1)*rowBytes])
 				}
 			}()
 		}

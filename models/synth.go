@@ -253,7 +253,7 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 		h := fnv.New64a()
 		h.Write([]byte(name))
 		key := seed ^ h.Sum64()
-		fill := func(row int, buf []float32, dst []byte) {
+		fill := func(_, row int, buf []float32, dst []byte) {
 			if norm {
 				for i := range buf {
 					buf[i] = 1
@@ -266,7 +266,7 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 			}
 			tr.QuantizeRow(buf, dst)
 		}
-		return addRows(w, name, t, dims, rows, cols, t.RowBytes(cols), threads, fill)
+		return AddRows(w, name, t, dims, rows, cols, t.RowBytes(cols), threads, fill)
 	}
 	// Whole-model tensors first, then block by block, in llama.cpp's order
 	// (embeddings, blocks, final norm and output).

@@ -2,11 +2,10 @@ package sparse
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
-	"sync"
 
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/models"
@@ -67,21 +66,12 @@ func Rotatable(a *models.Architecture) error {
 	for _, t := range a.Tensors {
 		_, reads := normOf(t.Role)
 		_, norm := normReaders[t.Role]
-		known := reads || norm || t.Role == models.TokenEmbd || hasRole(residualWriters, t.Role) || hasRole(rotationKeeps, t.Role)
+		known := reads || norm || t.Role == models.TokenEmbd || slices.Contains(residualWriters, t.Role) || slices.Contains(rotationKeeps, t.Role)
 		if !known {
 			return fmt.Errorf("%s models cannot be rotated: their %s tensors have no place in a rotation of the residual stream", a.Name, t.Role)
 		}
 	}
 	return nil
-}
-
-func hasRole(rs []models.Role, r models.Role) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // Covariance gathers the second moments of a model's normalised residual
@@ -430,9 +420,9 @@ func Rotate(f *gguf.File, cfg *models.Config, q Rotation, path string, threads i
 					err = addRotatedRows(w, models.TensorName(models.Output, 0), ti, f.TensorData(ti), q, gOut, threads)
 				}
 			}
-		case hasRole(residualWriters, r):
+		case slices.Contains(residualWriters, r):
 			err = addRotatedColumns(w, ti, f.TensorData(ti), q, threads)
-		case hasRole(rotationKeeps, r):
+		case slices.Contains(rotationKeeps, r):
 			err = w.AddTensor(ti.Name, ti.Type, ti.Dims, f.TensorData(ti))
 		default:
 			err = fmt.Errorf("sparse: tensor %s has no place in a rotation of the residual stream", ti.Name)
@@ -490,17 +480,16 @@ func addRotatedColumns(w *gguf.Writer, ti *gguf.TensorInfo, src []byte, q Rotati
 	for r := range rows {
 		tr.DequantizeRow(src[r*rb:(r+1)*rb], in[r*cols:(r+1)*cols])
 	}
-	return addRowsFunc(w, ti.Name, ti, threads, func(_ int, r int, row []float32) {
+	return models.AddRows(w, ti.Name, ti.Type, ti.Dims, rows, cols, rb, threads, func(_, r int, row []float32, dst []byte) {
 		qr := q.Q[r*q.Dim : (r+1)*q.Dim]
-		for c := range row {
-			row[c] = 0
-		}
+		clear(row)
 		for i, qv := range qr {
 			x := in[i*cols : (i+1)*cols]
 			for c, v := range x {
 				row[c] += float32(qv * float64(v))
 			}
 		}
+		tr.QuantizeRow(row, dst)
 	})
 }
 
@@ -511,46 +500,11 @@ func addMapped(w *gguf.Writer, name string, ti *gguf.TensorInfo, src []byte, thr
 	if !ok {
 		return fmt.Errorf("sparse: %s: cannot read format %v", ti.Name, ti.Type)
 	}
-	rb := ti.Type.RowBytes(int(ti.Dims[0]))
-	return addRowsFunc(w, name, ti, threads, func(worker, r int, row []float32) {
+	cols := int(ti.Dims[0])
+	rb := ti.Type.RowBytes(cols)
+	return models.AddRows(w, name, ti.Type, ti.Dims, int(ti.Elements())/cols, cols, rb, threads, func(worker, r int, row []float32, dst []byte) {
 		tr.DequantizeRow(src[r*rb:(r+1)*rb], row)
 		fill(worker, row)
+		tr.QuantizeRow(row, dst)
 	})
-}
-
-// addRowsFunc adds, under name, a tensor of ti's format and dims whose rows
-// fill writes (as float32) when the file is written, over threads
-// goroutines (worker is the goroutine's index).
-func addRowsFunc(w *gguf.Writer, name string, ti *gguf.TensorInfo, threads int, fill func(worker, r int, row []float32)) error {
-	tr, ok := kernels.TraitsOf(ti.Type)
-	if !ok {
-		return fmt.Errorf("sparse: %s: cannot write format %v", ti.Name, ti.Type)
-	}
-	cols := int(ti.Dims[0])
-	rows := int(ti.Elements()) / cols
-	rb := ti.Type.RowBytes(cols)
-	write := func(out io.Writer) error {
-		data := make([]byte, rows*rb)
-		per := (rows + threads - 1) / threads
-		var wg sync.WaitGroup
-		for worker := range threads {
-			r0, r1 := worker*per, min((worker+1)*per, rows)
-			if r0 >= r1 {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				row := make([]float32, cols)
-				for r := r0; r < r1; r++ {
-					fill(worker, r, row)
-					tr.QuantizeRow(row, data[r*rb:(r+1)*rb])
-				}
-			}()
-		}
-		wg.Wait()
-		_, err := out.Write(data)
-		return err
-	}
-	return w.AddTensorFunc(name, ti.Type, ti.Dims, write, uint64(rows*rb))
 }

@@ -190,15 +190,8 @@ func rotateResidual(ctx context.Context, m *models.Model, w calibrationWindows, 
 		os.Remove(path)
 		return nil, err
 	}
-	rb, err := openCalibrator(rotated, w.nCtx, threads)
+	kl, err := rotationKL(ctx, rotated, check, dense, threads)
 	if err != nil {
-		rotated.Close()
-		os.Remove(path)
-		return nil, err
-	}
-	defer rb.Close()
-	var kl float64
-	if err := check.run(ctx, rb, func(start int, l []float32) { kl += klRows(dense[start*vocab:], l, vocab) }); err != nil {
 		rotated.Close()
 		os.Remove(path)
 		return nil, err
@@ -212,12 +205,28 @@ func rotateResidual(ctx context.Context, m *models.Model, w calibrationWindows, 
 	}
 	fmt.Fprintf(progress, "rotated the residual stream by the PCA of %d vectors: the first direction holds %.1f%% of the variance, the last quarter %.1f%%; "+
 		"mean KL of the rotated model from the model on %d tokens: %.2g\n",
-		cov.Rows(), 100*variances[0]/total, 100*quarter/total, len(check.tokens), kl/float64(len(check.tokens)))
-	if kl/float64(len(check.tokens)) > rotationKLWarning {
-		logger.Warn().Float64("kl", kl/float64(len(check.tokens))).Msg("quantizing the rotated matrices again changed the model more than sparsity 0.25 changes stories260K: " +
+		cov.Rows(), 100*variances[0]/total, 100*quarter/total, len(check.tokens), kl)
+	if kl > rotationKLWarning {
+		logger.Warn().Float64("kl", kl).Msg("quantizing the rotated matrices again changed the model more than sparsity 0.25 changes stories260K: " +
 			"sparsify the F16 or F32 file, or leave out --rotate")
 	}
 	return rotated, nil
+}
+
+// rotationKL is the mean KL divergence of the rotated model's next-token
+// distributions from dense (the model's log-probabilities over w's tokens).
+func rotationKL(ctx context.Context, rotated *models.Model, w calibrationWindows, dense []float32, threads int) (float64, error) {
+	rb, err := openCalibrator(rotated, w.nCtx, threads)
+	if err != nil {
+		return 0, err
+	}
+	defer rb.Close()
+	vocab := rotated.Config.VocabSize
+	var kl float64
+	if err := w.run(ctx, rb, func(start int, l []float32) { kl += klRows(dense[start*vocab:], l, vocab) }); err != nil {
+		return 0, err
+	}
+	return kl / float64(max(1, len(w.tokens))), nil
 }
 
 // calibrationWindows are the windows of nCtx tokens a calibration runs
