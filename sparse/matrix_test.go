@@ -134,33 +134,66 @@ func TestMulVecIsTheDenseProductOfTheThresholdedInput(t *testing.T) {
 	}
 }
 
-// TestMatMulIsTheDenseProduct checks the product over several tokens (the
-// packed rows through the dense kernels) bit for bit against the dense
-// product of the thresholded input.
+// TestMatMulIsTheDenseProduct checks MatMul against the dense product of
+// the thresholded input: bit for bit where it packs rows back, and where a
+// few tokens of a quantized matrix take the sparse mat-vec each, equal to
+// MulVec on each token and close to the dense product.
 func TestMatMulIsTheDenseProduct(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	p := kernels.NewPool(3)
 	defer p.Close()
 	for _, dt := range layoutTypes {
-		for _, n := range []int{2, 9, 70} {
-			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
+		for _, c := range []struct {
+			n   int
+			thr float32
+		}{{2, 0.7}, {9, 0.7}, {70, 0.7}, {9, 0.1}} {
+			n := c.n
+			t.Run(fmt.Sprintf("%v/n=%d/thr=%g", dt, n, c.thr), func(t *testing.T) {
 				const rows, cols = 320, 256
 				w := randRowMajor(r, dt, rows, cols)
 				m := encoded(dt, rows, cols, w)
 				x := randInput(r, n*cols)
-				const thr = 0.7
-				want := make([]float32, n*rows)
-				kernels.MatMul(nil, dt, w, rows, cols, thresholded(x, thr), n, want, make([]byte, kernels.MatScratchBytes(dt, cols, n)))
+				dense := make([]float32, n*rows)
+				kernels.MatMul(nil, dt, w, rows, cols, thresholded(x, c.thr), n, dense, make([]byte, kernels.MatScratchBytes(dt, cols, n)))
 				var s Scratch
 				s.Fit(m, n, p.Size())
 				out := make([]float32, n*rows)
-				m.MatMul(p, x, n, thr, out, &s)
+				m.MatMul(p, x, n, c.thr, out, &s)
+				want := dense
+				quantized := dt == kernels.Q8_0 || dt == kernels.Q4_0
+				if quantized && perToken(n, activeFraction(thresholded(x[:cols], c.thr))) {
+					want = make([]float32, n*rows)
+					var one Scratch
+					one.Fit(m, 1, p.Size())
+					for tok := range n {
+						m.MulVec(p, x[tok*cols:(tok+1)*cols], c.thr, want[tok*rows:(tok+1)*rows], &one)
+					}
+					for i := range want {
+						if d := math.Abs(float64(want[i] - dense[i])); d > 1e-5*math.Abs(float64(dense[i]))+1e-6 {
+							t.Fatalf("token %d row %d: the sparse mat-vec gives %g, dense %g", i/rows, i%rows, want[i], dense[i])
+						}
+					}
+				} else if n < 70 && c.thr > 0.5 && quantized {
+					t.Fatalf("%d tokens with %.2f of the inputs on were packed", n, activeFraction(thresholded(x[:cols], c.thr)))
+				}
 				for i := range out {
 					if out[i] != want[i] {
-						t.Fatalf("token %d row %d: %g, dense %g", i/rows, i%rows, out[i], want[i])
+						t.Fatalf("token %d row %d: %g, want %g", i/rows, i%rows, out[i], want[i])
 					}
 				}
 			})
+		}
+	}
+}
+
+func TestPerToken(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		on   float64
+		want bool
+	}{{1, 1, true}, {4, 1, true}, {5, 1, false}, {6, 0.75, true}, {7, 0.75, false}, {15, 0.5, true}, {16, 0.5, false}, {128, 0.25, true}, {128, 0.4, false}} {
+		if got := perToken(c.n, c.on); got != c.want {
+			t.Errorf("perToken(%d, %g) = %v, want %v", c.n, c.on, got, c.want)
 		}
 	}
 }

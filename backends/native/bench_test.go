@@ -92,7 +92,8 @@ func benchPromptAndDecode(b *testing.B, be *Backend, name string) {
 // the sparsified file at a level, one after the other, so that the
 // machine's drift (2 shared vCPUs) hits both alike. It reports both speeds
 // and their ratio (x-dense): decode one token per step with up to 256
-// tokens of context, prefill a 128-token prompt.
+// tokens of context, decode4 four sequences a step (a token each), prefill
+// a 128-token prompt.
 func BenchmarkSparseAgainstDense(b *testing.B) {
 	const prompt, ctx = 128, 256
 	for _, ft := range []string{"Q8_0", "Q4_0"} {
@@ -134,6 +135,32 @@ func BenchmarkSparseAgainstDense(b *testing.B) {
 					reportAgainstDense(b, took, b.N)
 				})
 				if level == 0.5 {
+					b.Run(name+"/decode4", func(b *testing.B) {
+						// 4 sequences a step, a token each, as a server
+						// decoding 4 requests at once.
+						var took [2]time.Duration
+						batch := [2][]backends.Step{}
+						for i, be := range bes {
+							for range 4 {
+								s := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
+								defer s.Close()
+								batch[i] = append(batch[i], backends.Step{Seq: s, Tokens: toks[:1], Logits: make([]float32, len(logits))})
+							}
+						}
+						for b.Loop() {
+							for i, be := range bes {
+								for _, st := range batch[i] {
+									if st.Seq.Len() == ctx {
+										st.Seq.Reset()
+									}
+								}
+								start := time.Now()
+								forward(b, be, batch[i]...)
+								took[i] += time.Since(start)
+							}
+						}
+						reportAgainstDense(b, took, 4*b.N)
+					})
 					b.Run(name+"/prefill", func(b *testing.B) {
 						var took [2]time.Duration
 						for b.Loop() {
