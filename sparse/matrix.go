@@ -102,21 +102,33 @@ func (m *Matrix) PackRows(r0, r1 int, dst []byte) {
 // MatMul sets out (n, Rows) = X̃·Wᵀ for the n rows of x (n, Cols), each
 // thresholded as MulVec thresholds. A few tokens of a quantized matrix (a
 // batch of sequences decoding together, a short prompt) take the sparse
-// mat-vec each, as one token does, when perToken says that costs less
-// (each token's result is then the one it gets alone); the others the dense
+// mat-vec each, as one token does, when perToken says that costs less, and
+// so does any number of tokens of a Q8_0 matrix the cache holds
+// (perTokenInCache); each token's result is then the one it gets alone.
+// The others run the dense
 // kernels over rows packed back to row-major (kernels.MatMulPacked): bit
 // for bit the dense matrix's product on the thresholded input. s must
 // have been fitted to m and n tokens with p's size. It does not allocate.
 func (m *Matrix) MatMul(p *kernels.Pool, x []float32, n int, threshold float32, out []float32, s *Scratch) {
 	xt := s.xt[:n*m.Cols]
 	Threshold(xt, x[:n*m.Cols], threshold)
-	if m.quantized() && perToken(n, activeFraction(xt[:m.Cols])) {
+	if m.takesMulVecs(xt, n) {
 		for t := range n {
 			m.MulVec(p, x[t*m.Cols:(t+1)*m.Cols], threshold, out[t*m.Rows:(t+1)*m.Rows], s)
 		}
 		return
 	}
 	kernels.MatMulPacked(p, m.Type, m, m.Rows, m.Cols, xt, n, out, s.packed)
+}
+
+// takesMulVecs reports whether MatMul runs the n tokens of the thresholded
+// input xt (n, Cols) as n sparse mat-vecs.
+func (m *Matrix) takesMulVecs(xt []float32, n int) bool {
+	if !m.quantized() {
+		return false
+	}
+	on := sampledActiveFraction(xt, n, m.Cols)
+	return perToken(n, on) || perTokenInCache(m, on)
 }
 
 // The costs of MatMul's two ways, in dense mat-vecs of the matrix (the
@@ -134,12 +146,25 @@ const (
 )
 
 // perToken reports whether n tokens, a fraction on of whose inputs is on
-// (measured on the first), cost less as n sparse mat-vecs than as a packed
+// (sampledActiveFraction), cost less as n sparse mat-vecs than as a packed
 // product: n·on < packCost + n·tokenCost. At half the inputs on that is up
 // to 15 tokens, at three quarters 6, at all of them 4; with fewer than
 // tokenCost of them on, any number.
 func perToken(n int, on float64) bool {
 	return float64(n)*(on-tokenCost) < packCost
+}
+
+// sampledActiveFraction is the fraction of the entries of up to 8 of the n
+// rows of x (n, cols), evenly spread, that are not zero: a prompt's first
+// token (often BOS) alone may be unlike the rest.
+func sampledActiveFraction(x []float32, n, cols int) float64 {
+	k := min(n, 8)
+	sum := 0.0
+	for i := range k {
+		t := i * n / k
+		sum += activeFraction(x[t*cols : (t+1)*cols])
+	}
+	return sum / float64(max(1, k))
 }
 
 // activeFraction is the fraction of x's entries that are not zero.

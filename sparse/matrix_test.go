@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/kernels"
@@ -160,8 +162,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 				out := make([]float32, n*rows)
 				m.MatMul(p, x, n, c.thr, out, &s)
 				want := dense
-				quantized := dt == kernels.Q8_0 || dt == kernels.Q4_0
-				if quantized && perToken(n, activeFraction(thresholded(x[:cols], c.thr))) {
+				if m.takesMulVecs(thresholded(x, c.thr), n) {
 					want = make([]float32, n*rows)
 					var one Scratch
 					one.Fit(m, 1, p.Size())
@@ -173,7 +174,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 							t.Fatalf("token %d row %d: the sparse mat-vec gives %g, dense %g", i/rows, i%rows, want[i], dense[i])
 						}
 					}
-				} else if n < 70 && c.thr > 0.5 && quantized {
+				} else if n < 70 && c.thr > 0.5 && dt != kernels.F32 && dt != kernels.F16 {
 					t.Fatalf("%d tokens with %.2f of the inputs on were packed", n, activeFraction(thresholded(x[:cols], c.thr)))
 				}
 				for i := range out {
@@ -182,6 +183,47 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+func TestPerTokenInCache(t *testing.T) {
+	saved := lastLevelCache
+	defer func() { lastLevelCache = saved }()
+	q8 := &Matrix{Type: kernels.Q8_0, Data: make([]byte, 1000)}
+	q4 := &Matrix{Type: kernels.Q4_0, Data: make([]byte, 1000)}
+	for _, c := range []struct {
+		m     *Matrix
+		cache int64
+		on    float64
+		want  bool
+	}{{q8, 2000, 0.5, true}, {q8, 2000, 0.55, true}, {q8, 2000, 0.6, false}, {q8, 1999, 0.5, false}, {q8, 0, 0.1, false}, {q4, 1 << 30, 0.1, false}} {
+		lastLevelCache = c.cache
+		if got := perTokenInCache(c.m, c.on); got != c.want {
+			t.Errorf("%v of %d bytes, cache %d, %.2f on: %v, want %v", c.m.Type, len(c.m.Data), c.cache, c.on, got, c.want)
+		}
+	}
+}
+
+func TestCacheSize(t *testing.T) {
+	dir := t.TempDir()
+	for i, lv := range [][2]string{{"1", "32K"}, {"2", "512K"}, {"3", "32768K"}, {"1", "32K"}} {
+		d := filepath.Join(dir, fmt.Sprintf("index%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "level"), []byte(lv[0]+"\n"), 0o644)
+		os.WriteFile(filepath.Join(d, "size"), []byte(lv[1]+"\n"), 0o644)
+	}
+	if got := cacheSize(dir); got != 32<<20 {
+		t.Errorf("cacheSize = %d, want %d", got, 32<<20)
+	}
+	if got := cacheSize(filepath.Join(dir, "none")); got != 0 {
+		t.Errorf("cacheSize of nothing = %d", got)
+	}
+	for s, want := range map[string]int64{"8M": 8 << 20, "1G": 1 << 30, "4096": 4096, "": 0, "x": 0, "-1K": 0} {
+		if got := parseSize(s); got != want {
+			t.Errorf("parseSize(%q) = %d, want %d", s, got, want)
 		}
 	}
 }
