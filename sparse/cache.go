@@ -5,17 +5,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ruvllm/ruvllm/kernels"
 )
 
 // lastLevelCache is the size in bytes of the first CPU's last-level cache,
-// as Linux reports it in sysfs; 0 where it says nothing (other systems),
-// which leaves every choice that depends on it to the memory-bound one.
-var lastLevelCache = cacheSize("/sys/devices/system/cpu/cpu0/cache")
+// as Linux reports it in sysfs, read on the first product that asks; 0
+// where it says nothing (other systems), which leaves every choice that
+// depends on it to the memory-bound one.
+var lastLevelCache = sync.OnceValue(func() int64 { return cacheSize("/sys/devices/system/cpu/cpu0/cache") })
 
 // cacheSize reads the size of the highest-level cache listed under dir
-// (index*/level and index*/size, as "32768K"); 0 when there is none.
+// (index*/level and index*/size); 0 when there is none.
 func cacheSize(dir string) int64 {
 	entries, _ := filepath.Glob(filepath.Join(dir, "index*"))
 	best, size := 0, int64(0)
@@ -24,7 +26,7 @@ func cacheSize(dir string) int64 {
 		if err != nil || level < best {
 			continue
 		}
-		if n := parseSize(readTrimmed(filepath.Join(e, "size"))); n > 0 {
+		if n := sysfsSize(readTrimmed(filepath.Join(e, "size"))); n > 0 {
 			best, size = level, n
 		}
 	}
@@ -39,17 +41,12 @@ func readTrimmed(path string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// parseSize reads "32768K", "8M", "1G" or a plain number of bytes; 0 when
-// it is none of these.
-func parseSize(s string) int64 {
+// sysfsSize reads a cache size as sysfs writes it, "32768K" (or a plain
+// number of bytes); 0 for anything else.
+func sysfsSize(s string) int64 {
 	mult := int64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	if k, ok := strings.CutSuffix(s, "K"); ok {
+		mult, s = 1<<10, k
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 {
@@ -69,5 +66,5 @@ func parseSize(s string) int64 {
 // Q4_0's sparse mat-vec, slower per weight, ran at 0.65–0.94x at 0.5, and
 // is packed.
 func perTokenInCache(m *Matrix, on float64) bool {
-	return m.Type == kernels.Q8_0 && on <= 0.55 && 2*int64(len(m.Data)) <= lastLevelCache
+	return m.Type == kernels.Q8_0 && on <= 0.55 && 2*int64(len(m.Data)) <= lastLevelCache()
 }

@@ -105,29 +105,29 @@ func (m *Matrix) PackRows(r0, r1 int, dst []byte) {
 // mat-vec each, as one token does, when perToken says that costs less, and
 // so does any number of tokens of a Q8_0 matrix the cache holds
 // (perTokenInCache); each token's result is then the one it gets alone.
-// The others run the dense
-// kernels over rows packed back to row-major (kernels.MatMulPacked): bit
-// for bit the dense matrix's product on the thresholded input. s must
-// have been fitted to m and n tokens with p's size. It does not allocate.
+// The others run the dense kernels over rows packed back to row-major
+// (kernels.MatMulPacked): bit for bit the dense matrix's product on the
+// thresholded input. s must have been fitted to m and n tokens with p's
+// size. It does not allocate.
 func (m *Matrix) MatMul(p *kernels.Pool, x []float32, n int, threshold float32, out []float32, s *Scratch) {
-	xt := s.xt[:n*m.Cols]
-	Threshold(xt, x[:n*m.Cols], threshold)
-	if m.takesMulVecs(xt, n) {
+	if m.takesMulVecs(x, n, threshold) {
 		for t := range n {
 			m.MulVec(p, x[t*m.Cols:(t+1)*m.Cols], threshold, out[t*m.Rows:(t+1)*m.Rows], s)
 		}
 		return
 	}
+	xt := s.xt[:n*m.Cols]
+	Threshold(xt, x[:n*m.Cols], threshold)
 	kernels.MatMulPacked(p, m.Type, m, m.Rows, m.Cols, xt, n, out, s.packed)
 }
 
-// takesMulVecs reports whether MatMul runs the n tokens of the thresholded
-// input xt (n, Cols) as n sparse mat-vecs.
-func (m *Matrix) takesMulVecs(xt []float32, n int) bool {
+// takesMulVecs reports whether MatMul runs the n tokens of x (n, Cols) at
+// threshold as n sparse mat-vecs.
+func (m *Matrix) takesMulVecs(x []float32, n int, threshold float32) bool {
 	if !m.quantized() {
 		return false
 	}
-	on := sampledActiveFraction(xt, n, m.Cols)
+	on := activeFraction(x, n, m.Cols, threshold)
 	return perToken(n, on) || perTokenInCache(m, on)
 }
 
@@ -146,7 +146,7 @@ const (
 )
 
 // perToken reports whether n tokens, a fraction on of whose inputs is on
-// (sampledActiveFraction), cost less as n sparse mat-vecs than as a packed
+// (activeFraction), cost less as n sparse mat-vecs than as a packed
 // product: n·on < packCost + n·tokenCost. At half the inputs on that is up
 // to 15 tokens, at three quarters 6, at all of them 4; with fewer than
 // tokenCost of them on, any number.
@@ -154,26 +154,19 @@ func perToken(n int, on float64) bool {
 	return float64(n)*(on-tokenCost) < packCost
 }
 
-// sampledActiveFraction is the fraction of the entries of up to 8 of the n
-// rows of x (n, cols), evenly spread, that are not zero: a prompt's first
-// token (often BOS) alone may be unlike the rest.
-func sampledActiveFraction(x []float32, n, cols int) float64 {
+// activeFraction is the fraction of the entries of up to 8 of the n rows
+// of x (n, cols), evenly spread, that the threshold keeps (Threshold): a
+// prompt's first token (often BOS) alone may be unlike the rest.
+func activeFraction(x []float32, n, cols int, threshold float32) float64 {
 	k := min(n, 8)
-	sum := 0.0
+	on := 0
 	for i := range k {
 		t := i * n / k
-		sum += activeFraction(x[t*cols : (t+1)*cols])
-	}
-	return sum / float64(max(1, k))
-}
-
-// activeFraction is the fraction of x's entries that are not zero.
-func activeFraction(x []float32) float64 {
-	on := 0
-	for _, v := range x {
-		if v != 0 {
-			on++
+		for _, v := range x[t*cols : (t+1)*cols] {
+			if v > threshold || -v > threshold {
+				on++
+			}
 		}
 	}
-	return float64(on) / float64(max(1, len(x)))
+	return float64(on) / float64(max(1, k*cols))
 }

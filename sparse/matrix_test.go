@@ -162,7 +162,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 				out := make([]float32, n*rows)
 				m.MatMul(p, x, n, c.thr, out, &s)
 				want := dense
-				if m.takesMulVecs(thresholded(x, c.thr), n) {
+				if m.takesMulVecs(x, n, c.thr) {
 					want = make([]float32, n*rows)
 					var one Scratch
 					one.Fit(m, 1, p.Size())
@@ -175,7 +175,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 						}
 					}
 				} else if n < 70 && c.thr > 0.5 && dt != kernels.F32 && dt != kernels.F16 {
-					t.Fatalf("%d tokens with %.2f of the inputs on were packed", n, activeFraction(thresholded(x[:cols], c.thr)))
+					t.Fatalf("%d tokens with %.2f of the inputs on were packed", n, activeFraction(x, 1, cols, c.thr))
 				}
 				for i := range out {
 					if out[i] != want[i] {
@@ -190,6 +190,8 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 func TestPerTokenInCache(t *testing.T) {
 	saved := lastLevelCache
 	defer func() { lastLevelCache = saved }()
+	var cache int64
+	lastLevelCache = func() int64 { return cache }
 	q8 := &Matrix{Type: kernels.Q8_0, Data: make([]byte, 1000)}
 	q4 := &Matrix{Type: kernels.Q4_0, Data: make([]byte, 1000)}
 	for _, c := range []struct {
@@ -198,7 +200,7 @@ func TestPerTokenInCache(t *testing.T) {
 		on    float64
 		want  bool
 	}{{q8, 2000, 0.5, true}, {q8, 2000, 0.55, true}, {q8, 2000, 0.6, false}, {q8, 1999, 0.5, false}, {q8, 0, 0.1, false}, {q4, 1 << 30, 0.1, false}} {
-		lastLevelCache = c.cache
+		cache = c.cache
 		if got := perTokenInCache(c.m, c.on); got != c.want {
 			t.Errorf("%v of %d bytes, cache %d, %.2f on: %v, want %v", c.m.Type, len(c.m.Data), c.cache, c.on, got, c.want)
 		}
@@ -212,8 +214,11 @@ func TestCacheSize(t *testing.T) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(d, "level"), []byte(lv[0]+"\n"), 0o644)
-		os.WriteFile(filepath.Join(d, "size"), []byte(lv[1]+"\n"), 0o644)
+		for name, v := range map[string]string{"level": lv[0], "size": lv[1]} {
+			if err := os.WriteFile(filepath.Join(d, name), []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if got := cacheSize(dir); got != 32<<20 {
 		t.Errorf("cacheSize = %d, want %d", got, 32<<20)
@@ -221,9 +226,9 @@ func TestCacheSize(t *testing.T) {
 	if got := cacheSize(filepath.Join(dir, "none")); got != 0 {
 		t.Errorf("cacheSize of nothing = %d", got)
 	}
-	for s, want := range map[string]int64{"8M": 8 << 20, "1G": 1 << 30, "4096": 4096, "": 0, "x": 0, "-1K": 0} {
-		if got := parseSize(s); got != want {
-			t.Errorf("parseSize(%q) = %d, want %d", s, got, want)
+	for s, want := range map[string]int64{"512K": 512 << 10, "4096": 4096, "": 0, "x": 0, "-1K": 0, "8M": 0} {
+		if got := sysfsSize(s); got != want {
+			t.Errorf("sysfsSize(%q) = %d, want %d", s, got, want)
 		}
 	}
 }
