@@ -54,7 +54,9 @@ type Options struct {
 	// NoRepack keeps only the file's layout of the weights. By default a
 	// backend may also keep a copy of some weight formats in a layout its
 	// one-token (decode) kernels run faster on (native: Q4_0 and Q4_K, rows
-	// packed 8 at a time), which costs that copy's memory.
+	// packed 8 at a time), which costs that copy's memory, and may lay out
+	// again the matrices of a sparsified file that share an input (native:
+	// q, k, v and gate, up stacked into one, in place of the file's pages).
 	NoRepack bool
 }
 

@@ -155,6 +155,9 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 	if b.maxBatch == 0 {
 		b.maxBatch = backends.DefaultBatch
 	}
+	if !opt.NoRepack {
+		w.stackSparse(f)
+	}
 	b.pool = kernels.NewPool(opt.Threads)
 	if err := b.buf.size(cfg, w, b.maxBatch, b.pool.Size()); err != nil {
 		b.pool.Close()
@@ -282,21 +285,23 @@ func (b *Backend) Close() error {
 // buffers are the activations of one internal pass of up to maxBatch tokens,
 // allocated once. Row t of each belongs to token t of the pass.
 type buffers struct {
-	x      []float32     // (batch, dim): the residual stream
-	xn     []float32     // (batch, dim): normalised input of a projection
-	q      []float32     // (batch, heads*head_dim)
-	k, v   []float32     // (batch, kv_heads*head_dim)
-	qkv    []float32     // (batch, rows of attn_qkv): nil without fused q, k, v
-	att    []float32     // (batch, heads*head_dim): attention output
-	proj   []float32     // (batch, dim): output of attn_output and ffn_down
-	gate   []float32     // (batch, ffn)
-	up     []float32     // (batch, rows of ffn_up): ffn, or 2·ffn with the gate fused in
-	logits []float32     // (logitsChunk, vocab)
-	quant  []byte        // activations quantized for one matrix product
-	segs   []segment     // (batch): the runs of consecutive tokens of one sequence
-	rowSeg []int32       // (batch): the segment of each row
-	outs   []outRow      // (batch): the tokens that produce outputs
-	attn   []attnScratch // (threads); grows with the longest sequence
+	x    []float32 // (batch, dim): the residual stream
+	xn   []float32 // (batch, dim): normalised input of a projection
+	q    []float32 // (batch, heads*head_dim)
+	k, v []float32 // (batch, kv_heads*head_dim)
+	qkv  []float32 // (batch, rows of attn_qkv): nil without fused q, k, v
+	// stacked is the output of a stack (batch, its rows): nil without one.
+	stacked []float32
+	att     []float32     // (batch, heads*head_dim): attention output
+	proj    []float32     // (batch, dim): output of attn_output and ffn_down
+	gate    []float32     // (batch, ffn)
+	up      []float32     // (batch, rows of ffn_up): ffn, or 2·ffn with the gate fused in
+	logits  []float32     // (logitsChunk, vocab)
+	quant   []byte        // activations quantized for one matrix product
+	segs    []segment     // (batch): the runs of consecutive tokens of one sequence
+	rowSeg  []int32       // (batch): the segment of each row
+	outs    []outRow      // (batch): the tokens that produce outputs
+	attn    []attnScratch // (threads); grows with the longest sequence
 	// runs (≤ batch) are the runs of rows of a pass that share an adapter;
 	// outRuns (≤ logitsChunk) those of a chunk of output rows.
 	runs, outRuns []adapterRun
@@ -308,7 +313,10 @@ type buffers struct {
 // size allocates the buffers for batches of n tokens on threads threads.
 func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	qkvRows, upRows := 0, 0
+	qkvRows, upRows, stackRows := 0, 0, 0
+	for _, st := range w.stacks() {
+		stackRows = max(stackRows, st.m.rows)
+	}
 	for i := range w.blocks {
 		if m := w.blocks[i].mat(models.AttnQKV); m != nil {
 			qkvRows = max(qkvRows, m.rows)
@@ -317,7 +325,7 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 			upRows = max(upRows, m.rows)
 		}
 	}
-	floats := float64(n) * float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+2*cfg.RopeDim)
+	floats := float64(n) * float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+stackRows+2*cfg.RopeDim)
 	if floats*4 > 1<<36 {
 		return fmt.Errorf("native: a batch of %d tokens needs %.0f bytes of activations", n, floats*4)
 	}
@@ -328,6 +336,9 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 	bf.v = make([]float32, n*kvDim)
 	if qkvRows > 0 {
 		bf.qkv = make([]float32, n*qkvRows)
+	}
+	if stackRows > 0 {
+		bf.stacked = make([]float32, n*stackRows)
 	}
 	bf.att = make([]float32, n*qDim)
 	bf.proj = make([]float32, n*cfg.Dim)
@@ -345,6 +356,9 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 	bf.quant = make([]byte, quant)
 	for _, m := range w.sparseMatrices() {
 		bf.sparse.Fit(m.sparse, n, threads)
+	}
+	for _, st := range w.stacks() {
+		bf.sparse.Fit(st.m.sparse, n, threads)
 	}
 	bf.segs = make([]segment, 0, n)
 	bf.rowSeg = make([]int32, n)

@@ -117,6 +117,9 @@ func (b *Backend) projectQKV(l, n int, t *tensors, xn []float32) (q, k, v []floa
 			copy(k[r*kDim:(r+1)*kDim], row[qDim:qDim+kDim])
 			copy(v[r*vDim:(r+1)*vDim], row[qDim+kDim:])
 		}
+	} else if t.qkv != nil {
+		b.linearStack(t.qkv, xn, n, [maxStackParts][]float32{q, k, v},
+			[maxStackParts][]float32{t.vec(models.AttnQBias), t.vec(models.AttnKBias), t.vec(models.AttnVBias)}, bf.runs)
 	} else {
 		b.linear(t.mat(models.AttnQ), xn, n, q, t.vec(models.AttnQBias), bf.runs)
 		b.linear(t.mat(models.AttnK), xn, n, k, t.vec(models.AttnKBias), bf.runs)
@@ -218,8 +221,12 @@ func (b *Backend) gatedMLP(l, n int, t *tensors, xn, proj []float32, act func(ds
 	j.act, j.dst = act, bf.gate[:n*ffn]
 	if wg := t.mat(models.FFNGate); wg != nil {
 		gate, up := bf.gate[:n*ffn], bf.up[:n*ffn]
-		b.linear(wg, xn, n, gate, nil, bf.runs)
-		b.linear(t.mat(models.FFNUp), xn, n, up, nil, bf.runs)
+		if t.gateUp != nil {
+			b.linearStack(t.gateUp, xn, n, [maxStackParts][]float32{gate, up}, [maxStackParts][]float32{}, bf.runs)
+		} else {
+			b.linear(wg, xn, n, gate, nil, bf.runs)
+			b.linear(t.mat(models.FFNUp), xn, n, up, nil, bf.runs)
+		}
 		b.observe("ffn_gate", l, gate)
 		b.observe("ffn_up", l, up)
 		j.gate, j.up, j.stride = gate, up, ffn

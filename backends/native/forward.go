@@ -219,6 +219,38 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 	b.applyAdapters(w, x, out, runs)
 }
 
+// linearStack computes the products of a stack's parts over the n rows of
+// x (each part's out (n, its rows), as linear would) by one product of the
+// stack, then adds each part's bias and adapters.
+func (b *Backend) linearStack(st *stack, x []float32, n int, outs, biases [maxStackParts][]float32, runs []adapterRun) {
+	w := st.m
+	x = x[:n*w.cols]
+	if b.inputs != nil {
+		for _, p := range st.parts {
+			b.inputs(p.layer, p.name, x)
+		}
+	}
+	all := b.buf.stacked[:n*w.rows]
+	if n == 1 {
+		w.sparse.MulVec(b.pool, x, w.threshold, all, &b.buf.sparse)
+	} else {
+		w.sparse.MatMul(b.pool, x, n, w.threshold, all, &b.buf.sparse)
+	}
+	at := 0
+	for i, p := range st.parts {
+		out := outs[i][:n*p.rows]
+		for r := range n {
+			o := out[r*p.rows : (r+1)*p.rows]
+			copy(o, all[r*w.rows+at:])
+			if biases[i] != nil {
+				kernels.Add(o, o, biases[i])
+			}
+		}
+		b.applyAdapters(p, x, out, runs)
+		at += p.rows
+	}
+}
+
 // observe shows the activations x of a pass at a named point of layer l
 // (-1: outside the blocks) to b.tap, which tests set to compare them with
 // llama.cpp's tensors of the same names.

@@ -141,8 +141,8 @@ func TestSparsifiedFileRunsAsTheDenseOne(t *testing.T) {
 			path := testmodel.Synth(t, "tiny", ft)
 			dense, _, _ := openFile(t, path, backends.Options{Threads: 2})
 			sp, _, _ := openFile(t, sparsify(t, path), backends.Options{Threads: 2})
-			if sp.Sparsity() != 0 || len(sp.w.sparseMatrices()) != 7*sp.cfg.Layers {
-				t.Fatalf("sparsity %g, %d channel-major matrices", sp.Sparsity(), len(sp.w.sparseMatrices()))
+			if sp.Sparsity() != 0 || len(sp.w.sparseMatrices()) != 7*sp.cfg.Layers || len(sp.w.stacks()) != 2*sp.cfg.Layers {
+				t.Fatalf("sparsity %g, %d channel-major matrices, %d stacks", sp.Sparsity(), len(sp.w.sparseMatrices()), len(sp.w.stacks()))
 			}
 			wantP, wantD := alone(t, dense, promptA, []tokenizer.ID{432, 291}, 32)
 			gotP, gotD := alone(t, sp, promptA, []tokenizer.ID{432, 291}, 32)
@@ -175,6 +175,62 @@ func TestSparseDecodeIsThePromptsModel(t *testing.T) {
 			calibrated := openSparse(t, path, backends.Options{Threads: 1})
 			if calibrated.Sparsity() != 0.4 {
 				t.Fatalf("the calibrated level is %g, want 0.4", calibrated.Sparsity())
+			}
+		})
+	}
+}
+
+// TestStacksRunAsTheirParts runs sparsified files with each block's q, k,
+// v and gate, up stacked (the default) and apart (NoRepack), biases
+// (qwen2) and an adapter on every projection included: run whole, a prompt
+// gives the same logits to the bit (the dense kernels' rows do not depend
+// on their neighbours) and single tokens within float rounding (the
+// stack's mat-vec adds its partial sums in other groups); at a level, the
+// rounding may move an input across its threshold, so they are only
+// close.
+func TestStacksRunAsTheirParts(t *testing.T) {
+	for _, m := range []testModel{
+		synthModel("tiny", "Q8_0", 0),
+		synthModel("tiny", "Q4_0", 0),
+		synthModel("tiny", "F16", 0),
+		sharedModel(0, "models", "mini", "mini-qwen2-Q8_0.gguf"),
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			path := sparsify(t, m.path(t))
+			for _, level := range []float64{0, 0.5} {
+				open := func(noRepack bool) *Backend {
+					opt := backends.Options{Threads: 2, NoRepack: noRepack, Sparsity: level}
+					if level == 0 {
+						b, _, _ := openFile(t, path, opt)
+						return b
+					}
+					return openSparse(t, path, opt)
+				}
+				stacked, apart := open(false), open(true)
+				if n := len(stacked.w.stacks()); n != 2*stacked.cfg.Layers || len(apart.w.stacks()) != 0 {
+					t.Fatalf("%d stacks by default, %d with NoRepack: want %d and none", n, len(apart.w.stacks()), 2*stacked.cfg.Layers)
+				}
+				a := randomAdapter(t, stacked.cfg, 4, 12)
+				var logits [2][]float32
+				for i, b := range []*Backend{stacked, apart} {
+					s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+					setAdapter(t, s, a, 1)
+					vocab := b.Model().VocabSize
+					logits[i] = make([]float32, (len(promptA)+2)*vocab)
+					forward(t, b, backends.Step{Seq: s, Tokens: promptA, Outputs: backends.AllTokens, Logits: logits[i][:len(promptA)*vocab]})
+					for k, tok := range []tokenizer.ID{432, 291} {
+						at := (len(promptA) + k) * vocab
+						forward(t, b, backends.Step{Seq: s, Tokens: []tokenizer.ID{tok}, Logits: logits[i][at : at+vocab]})
+					}
+				}
+				vocab := stacked.Model().VocabSize
+				split := len(promptA) * vocab
+				if level == 0 {
+					closeRel(t, "prompt", logits[0][:split], logits[1][:split], 0)
+					closeRel(t, "decode", logits[0][split:], logits[1][split:], decodeTol(strings.TrimPrefix(m.name, "tiny-")))
+				} else {
+					closeRel(t, "at 0.5", logits[0], logits[1], 5e-2)
+				}
 			}
 		})
 	}

@@ -39,7 +39,23 @@ func (m *matrix) row(r int) []byte {
 type tensors struct {
 	mats []*matrix   // (roles)
 	vecs [][]float32 // (roles)
+	// qkv and gateUp, when set, hold the block's channel-major q, k, v and
+	// gate, up stacked: the products of those matrices run over them.
+	qkv, gateUp *stack
 }
+
+// stack is the channel-major matrices of a block that multiply one input,
+// stacked into one (sparse.Stack): a decode step reads each input
+// channel's weights of all of them in one run and plans the input once.
+// The parts keep their names, thresholds and adapters; their outputs are
+// the stack's rows, in order.
+type stack struct {
+	m     *matrix   // the stack (sparse set; rows the parts' sum)
+	parts []*matrix // in row order, at most maxStackParts
+}
+
+// maxStackParts is the most matrices a stack holds: q, k and v.
+const maxStackParts = 3
 
 // mat is the matrix of role r, nil when the file has none.
 func (t *tensors) mat(r models.Role) *matrix { return t.mats[r] }
@@ -217,6 +233,86 @@ func (w *weights) sparseMatrices() []*matrix {
 		}
 	}
 	return ms
+}
+
+// stackSparse stacks, in every block, the channel-major q, k, v and the
+// gate, up of a sparsified file (sparse.Stack) when their formats, columns
+// and thresholds agree, into one allocation, and drops the file's pages of
+// the parts from the resident memory: the stacks replace them. It returns
+// the number of stacks.
+func (w *weights) stackSparse(f *gguf.File) int {
+	var groups [][]*matrix
+	var owners []**stack
+	for i := range w.blocks {
+		t := &w.blocks[i]
+		for _, g := range []struct {
+			roles []models.Role
+			owner **stack
+		}{
+			{[]models.Role{models.AttnQ, models.AttnK, models.AttnV}, &t.qkv},
+			{[]models.Role{models.FFNGate, models.FFNUp}, &t.gateUp},
+		} {
+			var parts []*matrix
+			for _, r := range g.roles {
+				if m := t.mat(r); m != nil && m.sparse != nil && m.threshold == t.mat(g.roles[0]).threshold {
+					parts = append(parts, m)
+				}
+			}
+			if len(parts) == len(g.roles) {
+				groups, owners = append(groups, parts), append(owners, g.owner)
+			}
+		}
+	}
+	total := 0
+	for _, parts := range groups {
+		total += sparse.StackBytes(sparseOf(parts))
+	}
+	arena := hugePageBytes(total)
+	made := 0
+	for i, parts := range groups {
+		sm := sparseOf(parts)
+		n := sparse.StackBytes(sm)
+		st, err := sparse.Stack(sm, arena[:n:n])
+		if err != nil { // parts of other layouts: they run apart
+			continue
+		}
+		arena = arena[n:]
+		name := parts[0].name
+		for _, p := range parts[1:] {
+			name += "+" + p.name
+		}
+		*owners[i] = &stack{
+			m:     &matrix{name: name, typ: st.Type, rows: st.Rows, cols: st.Cols, sparse: st, threshold: parts[0].threshold, layer: parts[0].layer},
+			parts: parts,
+		}
+		for _, p := range parts {
+			f.ReleaseRange(p.sparse.Data)
+		}
+		made++
+	}
+	return made
+}
+
+// sparseOf lists the channel-major matrices of ms.
+func sparseOf(ms []*matrix) []*sparse.Matrix {
+	out := make([]*sparse.Matrix, len(ms))
+	for i, m := range ms {
+		out[i] = m.sparse
+	}
+	return out
+}
+
+// stacks lists every block's stacks.
+func (w *weights) stacks() []*stack {
+	var out []*stack
+	for i := range w.blocks {
+		for _, st := range []*stack{w.blocks[i].qkv, w.blocks[i].gateUp} {
+			if st != nil {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
 }
 
 // hugePage is the size of a transparent huge page on x86-64 and arm64 with

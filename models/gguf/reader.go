@@ -135,6 +135,28 @@ func (f *File) ReleasePages() {
 	}
 }
 
+// ReleaseRange is ReleasePages for the pages that lie wholly within b, a
+// part of the file's bytes (a tensor's data): a backend that has copied a
+// tensor into a layout of its own drops the mapped original, and leaves
+// the pages it shares with the tensors beside it. A b outside the mapping
+// is ignored.
+func (f *File) ReleaseRange(b []byte) {
+	if !f.mapped || len(b) == 0 || len(f.data) == 0 {
+		return
+	}
+	start, end := unsafeAddr(b), unsafeAddr(b)+uintptr(len(b))
+	base := unsafeAddr(f.data)
+	if start < base || end > base+uintptr(len(f.data)) {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	lo, hi := (start+page-1)/page*page, end/page*page
+	if lo >= hi {
+		return
+	}
+	adviseDontNeed(f.data[lo-base : hi-base])
+}
+
 // Bytes is the whole file as mapped.
 func (f *File) Bytes() []byte { return f.data }
 
