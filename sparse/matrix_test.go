@@ -199,7 +199,7 @@ func TestPerTokenInCache(t *testing.T) {
 		cache int64
 		on    float64
 		want  bool
-	}{{q8, 2000, 0.5, true}, {q8, 2000, 0.55, true}, {q8, 2000, 0.6, false}, {q8, 1999, 0.5, false}, {q8, 0, 0.1, false}, {q4, 1 << 30, 0.1, false}} {
+	}{{q8, 1000, 0.5, true}, {q8, 1000, 0.55, true}, {q8, 1000, 0.6, false}, {q8, 999, 0.5, false}, {q8, 0, 0.1, false}, {q4, 1 << 30, 0.1, false}} {
 		cache = c.cache
 		if got := perTokenInCache(c.m, c.on); got != c.want {
 			t.Errorf("%v of %d bytes, cache %d, %.2f on: %v, want %v", c.m.Type, len(c.m.Data), c.cache, c.on, got, c.want)
