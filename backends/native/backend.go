@@ -161,6 +161,7 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 	b.pool = kernels.NewPool(opt.Threads)
 	if err := b.buf.size(cfg, w, b.maxBatch, b.pool.Size()); err != nil {
 		b.pool.Close()
+		w.release()
 		return nil, err
 	}
 	for i := range b.rotary {
@@ -268,13 +269,16 @@ func (b *Backend) Model() backends.ModelInfo {
 // Threads is the number of threads a forward pass uses.
 func (b *Backend) Threads() int { return b.pool.Size() }
 
-// Close stops the backend's threads. The file is the caller's to close.
+// Close stops the backend's threads and frees the copies of the weights it
+// made at load (repacked, stacked): nothing may run on it afterwards. The
+// file is the caller's to close.
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil
 	}
 	b.closed = true
 	b.pool.Close()
+	b.w.release()
 	if b.kvStore != nil && b.kvStore.store != nil {
 		// Writes the pages still queued.
 		return b.kvStore.store.Close()

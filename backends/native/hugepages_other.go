@@ -2,6 +2,7 @@
 
 package native
 
-// hugePageBytes returns n zeroed bytes: huge pages are asked for only on
-// Linux (hugepages_linux.go).
-func hugePageBytes(n int) []byte { return make([]byte, n) }
+// offHeapBytes returns n zeroed bytes and a function that frees them: a
+// mapping outside the heap, on huge pages, is asked for only on Linux
+// (hugepages_linux.go).
+func offHeapBytes(n int) ([]byte, func()) { return make([]byte, n), func() {} }

@@ -71,6 +71,18 @@ type weights struct {
 	// output projects to logits: the output matrix, or token_embd when the
 	// model ties them.
 	output *matrix
+	// frees release the copies of weights made at load (repack, the
+	// stacks), which live outside the Go heap (offHeapBytes).
+	frees []func()
+}
+
+// release frees the copies of weights made at load; nothing may read them
+// afterwards.
+func (w *weights) release() {
+	for _, f := range w.frees {
+		f()
+	}
+	w.frees = nil
 }
 
 // loader reads tensors of f and keeps the first error.
@@ -267,7 +279,8 @@ func (w *weights) stackSparse(f *gguf.File) int {
 	for _, parts := range groups {
 		total += sparse.StackBytes(sparseOf(parts))
 	}
-	arena := hugePageBytes(total)
+	arena, free := offHeapBytes(total)
+	w.frees = append(w.frees, free)
 	made := 0
 	for i, parts := range groups {
 		sm := sparseOf(parts)
@@ -316,13 +329,13 @@ func (w *weights) stacks() []*stack {
 }
 
 // hugePage is the size of a transparent huge page on x86-64 and arm64 with
-// 4 KiB base pages: the packed copies start on one (hugePageBytes).
+// 4 KiB base pages: the packed copies start on one (offHeapBytes).
 const hugePage = 2 << 20
 
 // repack gives every matrix of a format with a packed layout (Q4_0, Q4_K)
 // a packed copy for the one-token mat-vec (kernels.MatVecInterleaved, about twice
 // as fast on one thread as MatVec and equal to the bit), spread over p. The
-// copies lie in one allocation on huge pages (hugePageBytes), each on a
+// copies lie in one allocation on huge pages (offHeapBytes), each on a
 // cache line of its own.
 func (w *weights) repack(p *kernels.Pool) {
 	var ms []*matrix
@@ -335,7 +348,8 @@ func (w *weights) repack(p *kernels.Pool) {
 		ms = append(ms, m)
 		total += (size + 63) &^ 63
 	}
-	arena := hugePageBytes(total)
+	arena, free := offHeapBytes(total)
+	w.frees = append(w.frees, free)
 	for _, m := range ms {
 		size := kernels.InterleavedBytes(m.typ, m.rows, m.cols)
 		m.packed, arena = arena[:size:size], arena[(size+63)&^63:]
