@@ -156,7 +156,7 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 		b.maxBatch = backends.DefaultBatch
 	}
 	if !opt.NoRepack {
-		w.stackSparse(f)
+		w.stackSparse(cfg.Architecture(), f)
 	}
 	b.pool = kernels.NewPool(opt.Threads)
 	if err := b.buf.size(cfg, w, b.maxBatch, b.pool.Size()); err != nil {

@@ -117,8 +117,8 @@ func (b *Backend) projectQKV(l, n int, t *tensors, xn []float32) (q, k, v []floa
 			copy(k[r*kDim:(r+1)*kDim], row[qDim:qDim+kDim])
 			copy(v[r*vDim:(r+1)*vDim], row[qDim+kDim:])
 		}
-	} else if t.qkv != nil {
-		b.linearStack(t.qkv, xn, n, [maxStackParts][]float32{q, k, v},
+	} else if st := t.stack(models.AttnQ); st != nil { // the group q, k, v
+		b.linearStack(st, xn, n, [maxStackParts][]float32{q, k, v},
 			[maxStackParts][]float32{t.vec(models.AttnQBias), t.vec(models.AttnKBias), t.vec(models.AttnVBias)}, bf.runs)
 	} else {
 		b.linear(t.mat(models.AttnQ), xn, n, q, t.vec(models.AttnQBias), bf.runs)
@@ -221,8 +221,8 @@ func (b *Backend) gatedMLP(l, n int, t *tensors, xn, proj []float32, act func(ds
 	j.act, j.dst = act, bf.gate[:n*ffn]
 	if wg := t.mat(models.FFNGate); wg != nil {
 		gate, up := bf.gate[:n*ffn], bf.up[:n*ffn]
-		if t.gateUp != nil {
-			b.linearStack(t.gateUp, xn, n, [maxStackParts][]float32{gate, up}, [maxStackParts][]float32{}, bf.runs)
+		if st := t.stack(models.FFNGate); st != nil { // the group gate, up
+			b.linearStack(st, xn, n, [maxStackParts][]float32{gate, up}, [maxStackParts][]float32{}, bf.runs)
 		} else {
 			b.linear(wg, xn, n, gate, nil, bf.runs)
 			b.linear(t.mat(models.FFNUp), xn, n, up, nil, bf.runs)

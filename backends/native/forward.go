@@ -220,8 +220,9 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 }
 
 // linearStack computes the products of a stack's parts over the n rows of
-// x (each part's out (n, its rows), as linear would) by one product of the
-// stack, then adds each part's bias and adapters.
+// x (outs and biases in the parts' order, each part's out (n, its rows), as
+// linear would) by one product of the stack, then adds each part's bias
+// and adapters.
 func (b *Backend) linearStack(st *stack, x []float32, n int, outs, biases [maxStackParts][]float32, runs []adapterRun) {
 	w := st.m
 	x = x[:n*w.cols]

@@ -39,19 +39,30 @@ func (m *matrix) row(r int) []byte {
 type tensors struct {
 	mats []*matrix   // (roles)
 	vecs [][]float32 // (roles)
-	// qkv and gateUp, when set, hold the block's channel-major q, k, v and
-	// gate, up stacked: the products of those matrices run over them.
-	qkv, gateUp *stack
+	// stacks[r], when set, holds the block's channel-major matrices of the
+	// sparse group (models.Architecture.Sparse: the matrices of one input)
+	// whose first role is r, stacked: their products run over it. nil
+	// without stacks.
+	stacks []*stack // (roles)
+}
+
+// stack is the stack of the sparse group whose first role is r, nil
+// when the block has none.
+func (t *tensors) stack(r models.Role) *stack {
+	if t.stacks == nil {
+		return nil
+	}
+	return t.stacks[r]
 }
 
 // stack is the channel-major matrices of a block that multiply one input,
 // stacked into one (sparse.Stack): a decode step reads each input
 // channel's weights of all of them in one run and plans the input once.
 // The parts keep their names, thresholds and adapters; their outputs are
-// the stack's rows, in order.
+// the stack's rows, in the group's order.
 type stack struct {
 	m     *matrix   // the stack (sparse set; rows the parts' sum)
-	parts []*matrix // in row order, at most maxStackParts
+	parts []*matrix // in the group's order, at most maxStackParts
 }
 
 // maxStackParts is the most matrices a stack holds: q, k and v.
@@ -247,31 +258,32 @@ func (w *weights) sparseMatrices() []*matrix {
 	return ms
 }
 
-// stackSparse stacks, in every block, the channel-major q, k, v and the
-// gate, up of a sparsified file (sparse.Stack) when their formats, columns
-// and thresholds agree, into one allocation, and drops the file's pages of
-// the parts from the resident memory: the stacks replace them. It returns
-// the number of stacks.
-func (w *weights) stackSparse(f *gguf.File) int {
+// stackSparse stacks, in every block, the channel-major matrices of each
+// sparse group of arch with more than one role (llama's q, k, v and gate,
+// up) into one allocation (sparse.Stack, which refuses parts that do not
+// share a thresholds table; those run apart), and drops the file's pages
+// of the parts from the resident memory: the stacks replace them.
+func (w *weights) stackSparse(arch *models.Architecture, f *gguf.File) {
+	type slot struct {
+		t     *tensors
+		first models.Role
+	}
 	var groups [][]*matrix
-	var owners []**stack
+	var slots []slot
 	for i := range w.blocks {
 		t := &w.blocks[i]
-		for _, g := range []struct {
-			roles []models.Role
-			owner **stack
-		}{
-			{[]models.Role{models.AttnQ, models.AttnK, models.AttnV}, &t.qkv},
-			{[]models.Role{models.FFNGate, models.FFNUp}, &t.gateUp},
-		} {
+		for _, roles := range arch.Sparse {
+			if len(roles) < 2 || len(roles) > maxStackParts {
+				continue
+			}
 			var parts []*matrix
-			for _, r := range g.roles {
-				if m := t.mat(r); m != nil && m.sparse != nil && m.threshold == t.mat(g.roles[0]).threshold {
+			for _, r := range roles {
+				if m := t.mat(r); m != nil && m.sparse != nil {
 					parts = append(parts, m)
 				}
 			}
-			if len(parts) == len(g.roles) {
-				groups, owners = append(groups, parts), append(owners, g.owner)
+			if len(parts) == len(roles) {
+				groups, slots = append(groups, parts), append(slots, slot{t, roles[0]})
 			}
 		}
 	}
@@ -281,12 +293,11 @@ func (w *weights) stackSparse(f *gguf.File) int {
 	}
 	arena, free := offHeapBytes(total)
 	w.frees = append(w.frees, free)
-	made := 0
 	for i, parts := range groups {
 		sm := sparseOf(parts)
 		n := sparse.StackBytes(sm)
 		st, err := sparse.Stack(sm, arena[:n:n])
-		if err != nil { // parts of other layouts: they run apart
+		if err != nil {
 			continue
 		}
 		arena = arena[n:]
@@ -294,16 +305,18 @@ func (w *weights) stackSparse(f *gguf.File) int {
 		for _, p := range parts[1:] {
 			name += "+" + p.name
 		}
-		*owners[i] = &stack{
+		t := slots[i].t
+		if t.stacks == nil {
+			t.stacks = make([]*stack, len(t.mats))
+		}
+		t.stacks[slots[i].first] = &stack{
 			m:     &matrix{name: name, typ: st.Type, rows: st.Rows, cols: st.Cols, sparse: st, threshold: parts[0].threshold, layer: parts[0].layer},
 			parts: parts,
 		}
 		for _, p := range parts {
 			f.ReleaseRange(p.sparse.Data)
 		}
-		made++
 	}
-	return made
 }
 
 // sparseOf lists the channel-major matrices of ms.
@@ -319,7 +332,7 @@ func sparseOf(ms []*matrix) []*sparse.Matrix {
 func (w *weights) stacks() []*stack {
 	var out []*stack
 	for i := range w.blocks {
-		for _, st := range []*stack{w.blocks[i].qkv, w.blocks[i].gateUp} {
+		for _, st := range w.blocks[i].stacks {
 			if st != nil {
 				out = append(out, st)
 			}
