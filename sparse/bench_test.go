@@ -149,3 +149,29 @@ func BenchmarkMulVecShapes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPackRows times the packing of rows back to row-major (what a
+// prompt's product does before the dense kernels run) in the chunks
+// kernels.MatMulPacked asks for, on tinyllama-1.1b's q shape (2048, 2048),
+// enough copies in turn (about 96 MB) that the columns come from memory.
+func BenchmarkPackRows(b *testing.B) {
+	const rows, cols, chunk, traffic = 2048, 2048, 128, 96 << 20
+	for _, dt := range []kernels.DType{kernels.Q8_0, kernels.Q4_0} {
+		r := rand.New(rand.NewPCG(5, 6))
+		one := encoded(dt, rows, cols, randRowMajor(r, dt, rows, cols))
+		mats := make([]*Matrix, traffic/len(one.Data))
+		for i := range mats {
+			m := *one
+			m.Data = append([]byte(nil), one.Data...)
+			mats[i] = &m
+		}
+		dst := make([]byte, chunk*dt.RowBytes(cols))
+		b.Run(dt.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(dst)))
+			for i := 0; b.Loop(); i++ {
+				c := i / len(mats) % (rows / chunk)
+				mats[i%len(mats)].PackRows(c*chunk, (c+1)*chunk, dst)
+			}
+		})
+	}
+}

@@ -424,64 +424,141 @@ q8chunk:
 	VZEROUPPER
 	RET
 
-// NIBBLES sets Y to the 32 nibbles of the 16 bytes at m1 (position p < 16
-// the low nibble of byte p, 16+p its high one) one a byte, ORed with those
-// at m2 shifted up a nibble. Uses Y9; Y14, Y15 hold the shifts and the
-// nibble mask.
+// sparseHalfShiftL: shift counts that move the low 128-bit half up by a
+// nibble and leave the high one.
+DATA sparseHalfShiftL<>+0(SB)/8, $0x0000000400000004
+DATA sparseHalfShiftL<>+8(SB)/8, $0x0000000400000004
+DATA sparseHalfShiftL<>+16(SB)/8, $0
+DATA sparseHalfShiftL<>+24(SB)/8, $0
+GLOBL sparseHalfShiftL<>(SB), RODATA|NOPTR, $32
+
+// NIBBLES sets Y to byte j of the 32 positions' rows, given the 16 bytes
+// of column j at m1 and of column j+16 at m2: position p < 16 (low half)
+// the low nibbles of byte p of each, 16+p (high half) their high nibbles,
+// column j's in the low nibble. Uses Y9; Y12, Y14 hold the shifts, Y15
+// and Y13 the masks 0x0f and 0xf0.
 #define NIBBLES(m1, m2, Y) \
 	VBROADCASTI128 m1, Y;        \
 	VPSRLVD        Y14, Y, Y;    \
 	VPAND          Y15, Y, Y;    \
 	VBROADCASTI128 m2, Y9;       \
-	VPSRLVD        Y14, Y9, Y9;  \
-	VPAND          Y15, Y9, Y9;  \
-	VPSLLW         $4, Y9, Y9;   \
+	VPSLLVD        Y12, Y9, Y9;  \
+	VPAND          Y13, Y9, Y9;  \
 	VPOR           Y9, Y, Y
+
+// NIBBLES8 fills Y0 … Y7 with bytes j … j+7 of the positions' rows, the
+// first column's piece at R10 (CX bytes apart, column j+16 R13 on). Moves
+// R10 on 8 columns.
+#define NIBBLES8 \
+	NIBBLES((R10), (R10)(R13*1), Y0); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y1); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y2); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y3); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y4); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y5); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y6); \
+	ADDQ CX, R10;                     \
+	NIBBLES((R10), (R10)(R13*1), Y7); \
+	ADDQ CX, R10
+
+// ROWS4 stores the 16 bytes of four rows: Yw holds (TRANSPOSE8's w(m))
+// bytes 0…7 of positions 16L+2m and 16L+2m+1 in half L, the frame at off
+// their bytes 8…15; those positions are rows base, base+1 (L = 0) and
+// base+4, base+5 (L = 1), rows R8 bytes apart (R9 = 5·R8). Uses Y9, Y10.
+#define ROWS4(Yw, off, base) \
+	VPUNPCKLQDQ  off(SP), Yw, Y9;      \
+	VPUNPCKHQDQ  off(SP), Yw, Y10;     \
+	VMOVDQU      X9, (base);           \
+	VEXTRACTI128 $1, Y9, (base)(R8*4); \
+	VMOVDQU      X10, (base)(R8*1);    \
+	VEXTRACTI128 $1, Y10, (base)(R9*1)
+
+// SCALES8 copies 8 rows' scales (halves at off(BX)) to the first two
+// bytes of their blocks (R10, rows R8 bytes apart; R11 = 3·R8) and moves
+// R10 on 8 rows. Uses X9.
+#define SCALES8(off) \
+	VMOVDQU off(BX), X9;             \
+	VPEXTRW $0, X9, (R10);           \
+	VPEXTRW $1, X9, (R10)(R8*1);     \
+	VPEXTRW $2, X9, (R10)(R8*2);     \
+	VPEXTRW $3, X9, (R10)(R11*1);    \
+	LEAQ    (R10)(R8*4), R10;        \
+	VPEXTRW $4, X9, (R10);           \
+	VPEXTRW $5, X9, (R10)(R8*1);     \
+	VPEXTRW $6, X9, (R10)(R8*2);     \
+	VPEXTRW $7, X9, (R10)(R11*1);    \
+	LEAQ    (R10)(R8*4), R10
 
 // func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int, next, nextScales *byte)
 //
 // packQ8_0AVX2 for Q4_0: the column pieces are 16 bytes of nibbles, and a
-// row's block byte j holds columns j and j+16.
-TEXT ·packQ4_0AVX2(SB), NOSPLIT, $0-64
+// row's block byte j holds columns j and j+16. The bytes 8…15 of the rows
+// are transposed first and kept in the frame, then bytes 0…7, and each
+// row's 16 bytes are stored at once, at addresses that follow from the
+// layout's row order (rowAt: position 16L+2m is row 8·(m/2) + 4L +
+// 2·(m%2)); rowOff is not read.
+TEXT ·packQ4_0AVX2(SB), NOSPLIT, $256-64
 	MOVQ    cols+0(FP), SI
 	MOVQ    stride+8(FP), CX
 	MOVQ    scales+16(FP), BX
 	MOVQ    dst+24(FP), DI
 	MOVQ    rowBytes+32(FP), R8
-	MOVQ    rowOff+40(FP), R9
 	MOVQ    next+48(FP), R14
 	MOVQ    nextScales+56(FP), R15
 	PREFETCHPIECES
-	SCALES
+	MOVQ    DI, R10
+	LEAQ    (R8)(R8*2), R11
+	SCALES8(0)
+	SCALES8(16)
+	SCALES8(32)
+	SCALES8(48)
 	ADDQ    $2, DI
 	VMOVDQU sparseHalfShift<>(SB), Y14
+	VMOVDQU sparseHalfShiftL<>(SB), Y12
 	VMOVDQU sparseNibble<>(SB), Y15
+	VPSLLW  $4, Y15, Y13
 	MOVQ    CX, R13
 	SHLQ    $4, R13                   // 16 columns on
-	MOVQ    $2, R12
-
-q4chunk:
-	NIBBLES((SI), (SI)(R13*1), Y0)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y1)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y2)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y3)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y4)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y5)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y6)
-	ADDQ    CX, SI
-	NIBBLES((SI), (SI)(R13*1), Y7)
-	ADDQ    CX, SI
+	MOVQ    CX, R10
+	SHLQ    $3, R10
+	ADDQ    SI, R10                   // column 8
+	NIBBLES8
 	TRANSPOSE8
-	STORE8
-	ADDQ    $8, DI
-	DECQ    R12
-	JNZ     q4chunk
+	VMOVDQU Y5, 0(SP)
+	VMOVDQU Y1, 32(SP)
+	VMOVDQU Y6, 64(SP)
+	VMOVDQU Y4, 96(SP)
+	VMOVDQU Y0, 128(SP)
+	VMOVDQU Y2, 160(SP)
+	VMOVDQU Y8, 192(SP)
+	VMOVDQU Y7, 224(SP)
+	MOVQ    SI, R10                   // column 0
+	NIBBLES8
+	TRANSPOSE8
+	LEAQ    (R8)(R8*1), R11           // 2 rows
+	LEAQ    (R8)(R8*4), R9            // 5 rows
+	MOVQ    DI, R10                   // rows 0, 8, 16, 24
+	ROWS4(Y5, 0, R10)
+	LEAQ    (R10)(R11*1), AX          // rows 2, 10, 18, 26
+	ROWS4(Y1, 32, AX)
+	LEAQ    (R10)(R8*8), R10
+	ROWS4(Y6, 64, R10)
+	LEAQ    (R10)(R11*1), AX
+	ROWS4(Y4, 96, AX)
+	LEAQ    (R10)(R8*8), R10
+	ROWS4(Y0, 128, R10)
+	LEAQ    (R10)(R11*1), AX
+	ROWS4(Y2, 160, AX)
+	LEAQ    (R10)(R8*8), R10
+	ROWS4(Y8, 192, R10)
+	LEAQ    (R10)(R11*1), AX
+	ROWS4(Y7, 224, AX)
 	VZEROUPPER
 	RET
 
