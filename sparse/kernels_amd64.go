@@ -34,16 +34,18 @@ func packQ8_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int,
 func packQ4_0AVX2(cols *byte, stride int, scales *byte, dst *byte, rowBytes int, rowOff *[32]int, next, nextScales *byte)
 
 //go:noescape
-func thresholdAVX2(dst, x *float32, n int, threshold float32)
+func thresholdAVX2(dst, x *float32, n int, threshold float32) int
 
 // threshold is thresholdGeneric, in assembly where it runs.
-func threshold(dst, x []float32, t float32) {
-	n := len(x) &^ 7
+func threshold(dst, x []float32, t float32) int {
+	n, kept := len(x)&^7, 0
 	if useAVX2 && n > 0 {
 		_ = dst[len(x)-1]
-		thresholdAVX2(&dst[0], &x[0], n, t)
+		kept = thresholdAVX2(&dst[0], &x[0], n, t)
+	} else {
+		n = 0
 	}
-	thresholdGeneric(dst[n:len(x)], x[n:], t)
+	return kept + thresholdGeneric(dst[n:len(x)], x[n:], t)
 }
 
 // blockKernel adds one block's products to y: blockQuantGeneric, in

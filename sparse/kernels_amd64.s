@@ -565,31 +565,36 @@ TEXT ·packQ4_0AVX2(SB), NOSPLIT, $256-64
 DATA sparseAbs<>+0(SB)/4, $0x7fffffff
 GLOBL sparseAbs<>(SB), RODATA|NOPTR, $4
 
-// func thresholdAVX2(dst, x *float32, n int, threshold float32)
+// func thresholdAVX2(dst, x *float32, n int, threshold float32) int
 //
 // dst[i] = x[i] where |x[i]| > threshold, else 0 (NaNs too), 8 at a time;
-// n is a multiple of 8.
-TEXT ·thresholdAVX2(SB), NOSPLIT, $0-28
+// n is a multiple of 8. It returns how many entries it kept.
+TEXT ·thresholdAVX2(SB), NOSPLIT, $0-40
 	MOVQ         dst+0(FP), DI
 	MOVQ         x+8(FP), SI
 	MOVQ         n+16(FP), CX
 	VBROADCASTSS threshold+24(FP), Y3
 	VBROADCASTSS sparseAbs<>(SB), Y2
+	XORQ         DX, DX
 	SHRQ         $3, CX
 	JZ           thrdone
 
 thrloop:
-	VMOVUPS (SI), Y0
-	VANDPS  Y2, Y0, Y1
-	VCMPPS  $0x1e, Y3, Y1, Y1        // |x| > threshold, ordered
-	VANDPS  Y1, Y0, Y0
-	VMOVUPS Y0, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	DECQ    CX
-	JNZ     thrloop
+	VMOVUPS   (SI), Y0
+	VANDPS    Y2, Y0, Y1
+	VCMPPS    $0x1e, Y3, Y1, Y1      // |x| > threshold, ordered
+	VANDPS    Y1, Y0, Y0
+	VMOVUPS   Y0, (DI)
+	VMOVMSKPS Y1, AX
+	POPCNTL   AX, AX
+	ADDQ      AX, DX
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       thrloop
 
 thrdone:
+	MOVQ DX, ret+32(FP)
 	VZEROUPPER
 	RET
 

@@ -121,8 +121,10 @@ func TestThresholdMatchesItsTwin(t *testing.T) {
 				}
 			}
 			want, got := make([]float32, n), make([]float32, n)
-			thresholdGeneric(want, x, thr)
-			threshold(got, x, thr)
+			wantKept, kept := thresholdGeneric(want, x, thr), threshold(got, x, thr)
+			if kept != wantKept {
+				t.Fatalf("kept %d entries, twin %d", kept, wantKept)
+			}
 			for i := range got {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("entry %d (%g): %g, twin %g", i, x[i], got[i], want[i])

@@ -18,4 +18,4 @@ func packRows(t kernels.DType, rows, cols int, src []byte, r0, r1 int, dst []byt
 	packRowsGeneric(t, rows, cols, src, r0, r1, dst)
 }
 
-func threshold(dst, x []float32, t float32) { thresholdGeneric(dst, x, t) }
+func threshold(dst, x []float32, t float32) int { return thresholdGeneric(dst, x, t) }

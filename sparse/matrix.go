@@ -24,15 +24,19 @@ type Matrix struct {
 // zeroed (and NaNs); dst has x's length at least.
 func Threshold(dst, x []float32, t float32) { threshold(dst, x, t) }
 
-// thresholdGeneric is Threshold's pure-Go twin.
-func thresholdGeneric(dst, x []float32, t float32) {
+// thresholdGeneric is Threshold's pure-Go twin; it returns how many
+// entries it kept.
+func thresholdGeneric(dst, x []float32, t float32) int {
+	kept := 0
 	for i, v := range x {
 		if v > t || -v > t {
 			dst[i] = v
+			kept++
 		} else {
 			dst[i] = 0
 		}
 	}
+	return kept
 }
 
 // NewMatrix checks that data and thresholds describe a (rows, cols) matrix
@@ -109,26 +113,68 @@ func (m *Matrix) PackRows(r0, r1 int, dst []byte) {
 // (kernels.MatMulPacked): bit for bit the dense matrix's product on the
 // thresholded input. s must have been fitted to m and n tokens with p's
 // size. It does not allocate.
-func (m *Matrix) MatMul(p *kernels.Pool, x []float32, n int, threshold float32, out []float32, s *Scratch) {
-	if m.takesMulVecs(x, n, threshold) {
+func (m *Matrix) MatMul(p *kernels.Pool, x []float32, n int, thr float32, out []float32, s *Scratch) {
+	m.MatMulSplit(p, x, n, thr, [][]float32{out}, s)
+}
+
+// MatMulSplit is MatMul with the rows of the product cut into parts, as
+// for a stack of matrices that read one input: outs[i] (n, rowsᵢ) gets
+// rows [Σ rowsⱼ for j < i, + rowsᵢ) of each token's result, rowsᵢ =
+// len(outs[i])/n, and the rows of all parts add up to Rows. Packed, each
+// part's rows are packed and multiplied straight into it; the sparse
+// mat-vecs (which compute every row) go through s and are copied out. It
+// does not allocate.
+func (m *Matrix) MatMulSplit(p *kernels.Pool, x []float32, n int, thr float32, outs [][]float32, s *Scratch) {
+	if n == 0 {
+		return
+	}
+	total := 0
+	for _, o := range outs {
+		if n < 0 || len(o)%n != 0 {
+			panic(fmt.Sprintf("sparse: a part of %d outputs for %d tokens", len(o), n))
+		}
+		total += len(o) / n
+	}
+	if total != m.Rows || len(x) < n*m.Cols {
+		panic(fmt.Sprintf("sparse: MatMul of a (%d, %d) matrix with %d inputs into parts of %d rows for %d tokens", m.Rows, m.Cols, len(x), total, n))
+	}
+	xt := s.xt[:n*m.Cols]
+	kept := threshold(xt, x[:n*m.Cols], thr)
+	if m.takesMulVecs(float64(kept)/float64(n*m.Cols), n) {
+		y := s.row[:m.Rows]
 		for t := range n {
-			m.MulVec(p, x[t*m.Cols:(t+1)*m.Cols], threshold, out[t*m.Rows:(t+1)*m.Rows], s)
+			m.MulVec(p, x[t*m.Cols:(t+1)*m.Cols], thr, y, s)
+			at := 0
+			for _, o := range outs {
+				rows := len(o) / n
+				copy(o[t*rows:(t+1)*rows], y[at:at+rows])
+				at += rows
+			}
 		}
 		return
 	}
-	xt := s.xt[:n*m.Cols]
-	Threshold(xt, x[:n*m.Cols], threshold)
-	kernels.MatMulPacked(p, m.Type, m, m.Rows, m.Cols, xt, n, out, s.packed)
+	at := 0
+	for _, o := range outs {
+		rows := len(o) / n
+		s.rows = rowRange{m: m, r0: at}
+		kernels.MatMulPacked(p, m.Type, &s.rows, rows, m.Cols, xt, n, o, s.packed)
+		at += rows
+	}
 }
 
-// takesMulVecs reports whether MatMul runs the n tokens of x (n, Cols) at
-// threshold as n sparse mat-vecs.
-func (m *Matrix) takesMulVecs(x []float32, n int, threshold float32) bool {
-	if !m.quantized() {
-		return false
-	}
-	on := activeFraction(x, n, m.Cols, threshold)
-	return perToken(n, on) || perTokenInCache(m, on)
+// rowRange packs rows of m from r0 on, as rows 0… of a matrix of their
+// own (kernels.RowPacker).
+type rowRange struct {
+	m  *Matrix
+	r0 int
+}
+
+func (r *rowRange) PackRows(r0, r1 int, dst []byte) { r.m.PackRows(r.r0+r0, r.r0+r1, dst) }
+
+// takesMulVecs reports whether MatMul runs n tokens, a fraction on of
+// whose inputs the threshold keeps, as n sparse mat-vecs.
+func (m *Matrix) takesMulVecs(on float64, n int) bool {
+	return m.quantized() && (perToken(n, on) || perTokenInCache(m, on))
 }
 
 // The costs of MatMul's two ways, in dense mat-vecs of the matrix (the
@@ -146,27 +192,10 @@ const (
 )
 
 // perToken reports whether n tokens, a fraction on of whose inputs is on
-// (activeFraction), cost less as n sparse mat-vecs than as a packed
+// (the fraction the threshold keeps), cost less as n sparse mat-vecs than as a packed
 // product: n·on < packCost + n·tokenCost. At half the inputs on that is up
 // to 15 tokens, at three quarters 6, at all of them 4; with fewer than
 // tokenCost of them on, any number.
 func perToken(n int, on float64) bool {
 	return float64(n)*(on-tokenCost) < packCost
-}
-
-// activeFraction is the fraction of the entries of up to 8 of the n rows
-// of x (n, cols), evenly spread, that the threshold keeps (Threshold): a
-// prompt's first token (often BOS) alone may be unlike the rest.
-func activeFraction(x []float32, n, cols int, threshold float32) float64 {
-	k := min(n, 8)
-	on := 0
-	for i := range k {
-		t := i * n / k
-		for _, v := range x[t*cols : (t+1)*cols] {
-			if v > threshold || -v > threshold {
-				on++
-			}
-		}
-	}
-	return float64(on) / float64(max(1, k*cols))
 }

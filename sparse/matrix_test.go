@@ -162,7 +162,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 				out := make([]float32, n*rows)
 				m.MatMul(p, x, n, c.thr, out, &s)
 				want := dense
-				if m.takesMulVecs(x, n, c.thr) {
+				if m.takesMulVecs(keptFraction(x, c.thr), n) {
 					want = make([]float32, n*rows)
 					var one Scratch
 					one.Fit(m, 1, p.Size())
@@ -175,7 +175,7 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 						}
 					}
 				} else if n < 70 && c.thr > 0.5 && dt != kernels.F32 && dt != kernels.F16 {
-					t.Fatalf("%d tokens with %.2f of the inputs on were packed", n, activeFraction(x, 1, cols, c.thr))
+					t.Fatalf("%d tokens with %.2f of the inputs on were packed", n, keptFraction(x, c.thr))
 				}
 				for i := range out {
 					if out[i] != want[i] {
@@ -183,6 +183,47 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestMatMulSplitIsMatMul cuts the product's rows into parts, as a stack
+// of q, k and v is cut, on both of MatMul's ways (a few tokens of a
+// quantized matrix take the sparse mat-vecs; many are packed, part by
+// part): each part holds MatMul's rows, bit for bit.
+func TestMatMulSplitIsMatMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	p := kernels.NewPool(2)
+	defer p.Close()
+	const rows, cols = 320, 256
+	for _, dt := range layoutTypes {
+		m := encoded(dt, rows, cols, randRowMajor(r, dt, rows, cols))
+		for _, parts := range [][]int{{320}, {256, 32, 32}, {160, 160}} {
+			for _, n := range []int{2, 70} {
+				t.Run(fmt.Sprintf("%v/%v/n=%d", dt, parts, n), func(t *testing.T) {
+					x := randInput(r, n*cols)
+					var s Scratch
+					s.Fit(m, n, p.Size())
+					want := make([]float32, n*rows)
+					m.MatMul(p, x, n, 0.7, want, &s)
+					outs := make([][]float32, len(parts))
+					for i, pr := range parts {
+						outs[i] = make([]float32, n*pr)
+					}
+					m.MatMulSplit(p, x, n, 0.7, outs, &s)
+					at := 0
+					for i, pr := range parts {
+						for tok := range n {
+							for k := range pr {
+								if got, w := outs[i][tok*pr+k], want[tok*rows+at+k]; got != w {
+									t.Fatalf("part %d token %d row %d: %g, MatMul %g", i, tok, k, got, w)
+								}
+							}
+						}
+						at += pr
+					}
+				})
+			}
 		}
 	}
 }
@@ -345,4 +386,16 @@ func TestSplitCutsByWork(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keptFraction is the fraction of the entries of x whose magnitude is
+// above thr.
+func keptFraction(x []float32, thr float32) float64 {
+	kept := 0
+	for _, v := range x {
+		if v > thr || -v > thr {
+			kept++
+		}
+	}
+	return float64(kept) / float64(len(x))
 }

@@ -82,6 +82,8 @@ type Scratch struct {
 	partial []float32 // (decodeTasks, rows)
 	xt      []float32 // (n, cols): the thresholded input
 	packed  []byte    // MatMulPacked's scratch
+	row     []float32 // (Rows): a token's result, for MatMulSplit
+	rows    rowRange  // the rows MatMulSplit packs
 	job     mulJob
 }
 
@@ -100,6 +102,7 @@ func (s *Scratch) Fit(m *Matrix, n, workers int) {
 	s.partial = grow(s.partial, decodeTasks*m.Rows)
 	s.xt = grow(s.xt, n*m.Cols)
 	s.packed = grow(s.packed, kernels.PackedScratchBytes(m.Type, m.Cols, n, workers))
+	s.row = grow(s.row, m.Rows)
 }
 
 func grow[T any](s []T, n int) []T {

@@ -294,7 +294,8 @@ type buffers struct {
 	q    []float32 // (batch, heads*head_dim)
 	k, v []float32 // (batch, kv_heads*head_dim)
 	qkv  []float32 // (batch, rows of attn_qkv): nil without fused q, k, v
-	// stacked is the output of a stack (batch, its rows): nil without one.
+	// stacked is one token's output of a stack (its rows), cut into the
+	// parts' outputs after a mat-vec: nil without one.
 	stacked []float32
 	att     []float32     // (batch, heads*head_dim): attention output
 	proj    []float32     // (batch, dim): output of attn_output and ffn_down
@@ -329,7 +330,7 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 			upRows = max(upRows, m.rows)
 		}
 	}
-	floats := float64(n) * float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+stackRows+2*cfg.RopeDim)
+	floats := float64(n)*float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+2*cfg.RopeDim) + float64(stackRows)
 	if floats*4 > 1<<36 {
 		return fmt.Errorf("native: a batch of %d tokens needs %.0f bytes of activations", n, floats*4)
 	}
@@ -342,7 +343,7 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 		bf.qkv = make([]float32, n*qkvRows)
 	}
 	if stackRows > 0 {
-		bf.stacked = make([]float32, n*stackRows)
+		bf.stacked = make([]float32, stackRows)
 	}
 	bf.att = make([]float32, n*qDim)
 	bf.proj = make([]float32, n*cfg.Dim)

@@ -221,8 +221,8 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 
 // linearStack computes the products of a stack's parts over the n rows of
 // x (outs and biases in the parts' order, each part's out (n, its rows), as
-// linear would) by one product of the stack, then adds each part's bias
-// and adapters.
+// linear would) by one product of the stack (its rows cut into the parts'
+// outputs), then adds each part's bias and adapters.
 func (b *Backend) linearStack(st *stack, x []float32, n int, outs, biases [maxStackParts][]float32, runs []adapterRun) {
 	w := st.m
 	x = x[:n*w.cols]
@@ -231,24 +231,29 @@ func (b *Backend) linearStack(st *stack, x []float32, n int, outs, biases [maxSt
 			b.inputs(p.layer, p.name, x)
 		}
 	}
-	all := b.buf.stacked[:n*w.rows]
-	if n == 1 {
-		w.sparse.MulVec(b.pool, x, w.threshold, all, &b.buf.sparse)
-	} else {
-		w.sparse.MatMul(b.pool, x, n, w.threshold, all, &b.buf.sparse)
-	}
-	at := 0
+	var parts [maxStackParts][]float32
 	for i, p := range st.parts {
-		out := outs[i][:n*p.rows]
-		for r := range n {
-			o := out[r*p.rows : (r+1)*p.rows]
-			copy(o, all[r*w.rows+at:])
-			if biases[i] != nil {
+		parts[i] = outs[i][:n*p.rows]
+	}
+	if n == 1 {
+		all := b.buf.stacked[:w.rows]
+		w.sparse.MulVec(b.pool, x, w.threshold, all, &b.buf.sparse)
+		at := 0
+		for i, p := range st.parts {
+			copy(parts[i], all[at:at+p.rows])
+			at += p.rows
+		}
+	} else {
+		w.sparse.MatMulSplit(b.pool, x, n, w.threshold, parts[:len(st.parts)], &b.buf.sparse)
+	}
+	for i, p := range st.parts {
+		if biases[i] != nil {
+			for r := range n {
+				o := parts[i][r*p.rows : (r+1)*p.rows]
 				kernels.Add(o, o, biases[i])
 			}
 		}
-		b.applyAdapters(p, x, out, runs)
-		at += p.rows
+		b.applyAdapters(p, x, parts[i], runs)
 	}
 }
 
