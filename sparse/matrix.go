@@ -120,7 +120,8 @@ func (m *Matrix) MatMul(p *kernels.Pool, x []float32, n int, thr float32, out []
 // MatMulSplit is MatMul with the rows of the product cut into parts, as
 // for a stack of matrices that read one input: outs[i] (n, rowsᵢ) gets
 // rows [Σ rowsⱼ for j < i, + rowsᵢ) of each token's result, rowsᵢ =
-// len(outs[i])/n, and the rows of all parts add up to Rows. Packed, each
+// len(outs[i])/n, and the rows of all parts add up to Rows. One token
+// takes the sparse mat-vec in any format, as it does alone. Packed, each
 // part's rows are packed and multiplied straight into it; the sparse
 // mat-vecs (which compute every row) go through s and are copied out. It
 // does not allocate.
@@ -138,9 +139,13 @@ func (m *Matrix) MatMulSplit(p *kernels.Pool, x []float32, n int, thr float32, o
 	if total != m.Rows || len(x) < n*m.Cols {
 		panic(fmt.Sprintf("sparse: MatMul of a (%d, %d) matrix with %d inputs into parts of %d rows for %d tokens", m.Rows, m.Cols, len(x), total, n))
 	}
+	perToken := n == 1
 	xt := s.xt[:n*m.Cols]
-	kept := threshold(xt, x[:n*m.Cols], thr)
-	if m.takesMulVecs(float64(kept)/float64(n*m.Cols), n) {
+	if !perToken {
+		kept := threshold(xt, x[:n*m.Cols], thr)
+		perToken = m.takesMulVecs(float64(kept)/float64(n*m.Cols), n)
+	}
+	if perToken {
 		y := s.row[:m.Rows]
 		for t := range n {
 			m.MulVec(p, x[t*m.Cols:(t+1)*m.Cols], thr, y, s)

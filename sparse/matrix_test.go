@@ -190,7 +190,8 @@ func TestMatMulIsTheDenseProduct(t *testing.T) {
 // TestMatMulSplitIsMatMul cuts the product's rows into parts, as a stack
 // of q, k and v is cut, on both of MatMul's ways (a few tokens of a
 // quantized matrix take the sparse mat-vecs; many are packed, part by
-// part): each part holds MatMul's rows, bit for bit.
+// part): each part holds MatMul's rows, bit for bit, and one token's parts
+// hold MulVec's in every format.
 func TestMatMulSplitIsMatMul(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	p := kernels.NewPool(2)
@@ -199,13 +200,17 @@ func TestMatMulSplitIsMatMul(t *testing.T) {
 	for _, dt := range layoutTypes {
 		m := encoded(dt, rows, cols, randRowMajor(r, dt, rows, cols))
 		for _, parts := range [][]int{{320}, {256, 32, 32}, {160, 160}} {
-			for _, n := range []int{2, 70} {
+			for _, n := range []int{1, 2, 70} {
 				t.Run(fmt.Sprintf("%v/%v/n=%d", dt, parts, n), func(t *testing.T) {
 					x := randInput(r, n*cols)
 					var s Scratch
 					s.Fit(m, n, p.Size())
 					want := make([]float32, n*rows)
-					m.MatMul(p, x, n, 0.7, want, &s)
+					if n == 1 { // one token takes the mat-vec, in any format
+						m.MulVec(p, x, 0.7, want, &s)
+					} else {
+						m.MatMul(p, x, n, 0.7, want, &s)
+					}
 					outs := make([][]float32, len(parts))
 					for i, pr := range parts {
 						outs[i] = make([]float32, n*pr)

@@ -289,24 +289,21 @@ func (b *Backend) Close() error {
 // buffers are the activations of one internal pass of up to maxBatch tokens,
 // allocated once. Row t of each belongs to token t of the pass.
 type buffers struct {
-	x    []float32 // (batch, dim): the residual stream
-	xn   []float32 // (batch, dim): normalised input of a projection
-	q    []float32 // (batch, heads*head_dim)
-	k, v []float32 // (batch, kv_heads*head_dim)
-	qkv  []float32 // (batch, rows of attn_qkv): nil without fused q, k, v
-	// stacked is one token's output of a stack (its rows), cut into the
-	// parts' outputs after a mat-vec: nil without one.
-	stacked []float32
-	att     []float32     // (batch, heads*head_dim): attention output
-	proj    []float32     // (batch, dim): output of attn_output and ffn_down
-	gate    []float32     // (batch, ffn)
-	up      []float32     // (batch, rows of ffn_up): ffn, or 2·ffn with the gate fused in
-	logits  []float32     // (logitsChunk, vocab)
-	quant   []byte        // activations quantized for one matrix product
-	segs    []segment     // (batch): the runs of consecutive tokens of one sequence
-	rowSeg  []int32       // (batch): the segment of each row
-	outs    []outRow      // (batch): the tokens that produce outputs
-	attn    []attnScratch // (threads); grows with the longest sequence
+	x      []float32     // (batch, dim): the residual stream
+	xn     []float32     // (batch, dim): normalised input of a projection
+	q      []float32     // (batch, heads*head_dim)
+	k, v   []float32     // (batch, kv_heads*head_dim)
+	qkv    []float32     // (batch, rows of attn_qkv): nil without fused q, k, v
+	att    []float32     // (batch, heads*head_dim): attention output
+	proj   []float32     // (batch, dim): output of attn_output and ffn_down
+	gate   []float32     // (batch, ffn)
+	up     []float32     // (batch, rows of ffn_up): ffn, or 2·ffn with the gate fused in
+	logits []float32     // (logitsChunk, vocab)
+	quant  []byte        // activations quantized for one matrix product
+	segs   []segment     // (batch): the runs of consecutive tokens of one sequence
+	rowSeg []int32       // (batch): the segment of each row
+	outs   []outRow      // (batch): the tokens that produce outputs
+	attn   []attnScratch // (threads); grows with the longest sequence
 	// runs (≤ batch) are the runs of rows of a pass that share an adapter;
 	// outRuns (≤ logitsChunk) those of a chunk of output rows.
 	runs, outRuns []adapterRun
@@ -318,10 +315,7 @@ type buffers struct {
 // size allocates the buffers for batches of n tokens on threads threads.
 func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	qkvRows, upRows, stackRows := 0, 0, 0
-	for _, st := range w.stacks() {
-		stackRows = max(stackRows, st.m.rows)
-	}
+	qkvRows, upRows := 0, 0
 	for i := range w.blocks {
 		if m := w.blocks[i].mat(models.AttnQKV); m != nil {
 			qkvRows = max(qkvRows, m.rows)
@@ -330,7 +324,7 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 			upRows = max(upRows, m.rows)
 		}
 	}
-	floats := float64(n)*float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+2*cfg.RopeDim) + float64(stackRows)
+	floats := float64(n) * float64(3*cfg.Dim+2*qDim+2*kvDim+qkvRows+cfg.FFN+upRows+2*cfg.RopeDim)
 	if floats*4 > 1<<36 {
 		return fmt.Errorf("native: a batch of %d tokens needs %.0f bytes of activations", n, floats*4)
 	}
@@ -341,9 +335,6 @@ func (bf *buffers) size(cfg *models.Config, w *weights, n, threads int) error {
 	bf.v = make([]float32, n*kvDim)
 	if qkvRows > 0 {
 		bf.qkv = make([]float32, n*qkvRows)
-	}
-	if stackRows > 0 {
-		bf.stacked = make([]float32, stackRows)
 	}
 	bf.att = make([]float32, n*qDim)
 	bf.proj = make([]float32, n*cfg.Dim)

@@ -235,17 +235,7 @@ func (b *Backend) linearStack(st *stack, x []float32, n int, outs, biases [maxSt
 	for i, p := range st.parts {
 		parts[i] = outs[i][:n*p.rows]
 	}
-	if n == 1 {
-		all := b.buf.stacked[:w.rows]
-		w.sparse.MulVec(b.pool, x, w.threshold, all, &b.buf.sparse)
-		at := 0
-		for i, p := range st.parts {
-			copy(parts[i], all[at:at+p.rows])
-			at += p.rows
-		}
-	} else {
-		w.sparse.MatMulSplit(b.pool, x, n, w.threshold, parts[:len(st.parts)], &b.buf.sparse)
-	}
+	w.sparse.MatMulSplit(b.pool, x, n, w.threshold, parts[:len(st.parts)], &b.buf.sparse)
 	for i, p := range st.parts {
 		if biases[i] != nil {
 			for r := range n {
