@@ -20,9 +20,12 @@ type renderCase struct {
 	AddGenerationPrompt bool                         `json:"add_generation_prompt"`
 	BOSToken            string                       `json:"bos_token"`
 	EOSToken            string                       `json:"eos_token"`
-	Extra               map[string]json.RawMessage   `json:"extra"`
-	Expected            *string                      `json:"expected"`
-	Error               *string                      `json:"error"`
+	// Kwargs are extra render variables as a client sends them in
+	// chat_template_kwargs; older files name them "extra".
+	Kwargs   map[string]json.RawMessage `json:"kwargs"`
+	Extra    map[string]json.RawMessage `json:"extra"`
+	Expected *string                    `json:"expected"`
+	Error    *string                    `json:"error"`
 }
 
 // fixedNow is the clock the reference renders were made with.
@@ -48,9 +51,11 @@ func (c renderCase) input() Input {
 			in.Tools = append(in.Tools, t)
 		}
 	}
-	if c.Extra != nil {
-		in.Extra = map[string]any{}
-		for k, v := range c.Extra {
+	for _, extra := range []map[string]json.RawMessage{c.Extra, c.Kwargs} {
+		for k, v := range extra {
+			if in.Extra == nil {
+				in.Extra = map[string]any{}
+			}
 			in.Extra[k] = v
 		}
 	}
