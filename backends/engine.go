@@ -122,6 +122,12 @@ type Request struct {
 	// must follow); nil generates freely. The engine calls it once per
 	// choice, from its loop.
 	Constraint func() Constraint
+	// MinTokens are generated before an end-of-generation token may be
+	// drawn: until then those tokens are banned (vLLM's min_tokens).
+	MinTokens int
+	// IgnoreEOS bans the end-of-generation tokens for the whole choice, so
+	// that it runs to MaxTokens (llama-server's and vLLM's ignore_eos).
+	IgnoreEOS bool
 }
 
 // Constraint limits what one choice may generate, a token at a time: a
@@ -234,6 +240,9 @@ type Engine struct {
 	// adapters says the sequences are AdapterSequences, so requests may
 	// carry a LoRA adapter.
 	adapters bool
+	// eog are the end-of-generation tokens, which a choice that has not
+	// made its MinTokens may not draw.
+	eog []tokenizer.ID
 	// prefill says which prefilling slots may run: all, or after a
 	// Forward found no room in the KV cache, until a choice ends, only the
 	// oldest, or none while there are decode steps.
@@ -345,6 +354,9 @@ type request struct {
 	adapter   *lora.Adapter    // nil: the base model
 	scale     float32          // the adapter's scale; 0 without one
 	promptLP  bool             // Request.PromptLogprobs
+	// minTokens are generated before an end-of-generation token may be
+	// drawn; IgnoreEOS makes it maxTokens.
+	minTokens int
 	// constraint makes each choice's Constraint; nil for none.
 	constraint func() Constraint
 
@@ -389,6 +401,13 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 		idle:  o.Parallel,
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
+	}
+	if o.IsEOG != nil {
+		for id := range tokenizer.ID(info.VocabSize) {
+			if o.IsEOG(id) {
+				e.eog = append(e.eog, id)
+			}
+		}
 	}
 	for i := range e.slots {
 		seq, err := b.NewSequence(SequenceOptions{MaxLen: o.MaxLen, KV: o.KV})
@@ -496,6 +515,10 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		adapter:    r.Adapter,
 		promptLP:   r.PromptLogprobs,
 		constraint: r.Constraint,
+		minTokens:  r.MinTokens,
+	}
+	if r.IgnoreEOS {
+		req.minTokens = r.MaxTokens
 	}
 	if r.Adapter != nil {
 		req.scale = r.AdapterScale

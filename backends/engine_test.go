@@ -529,6 +529,43 @@ func TestEngineFinishReasons(t *testing.T) {
 	}
 }
 
+func TestEngineMinTokensAndIgnoreEOS(t *testing.T) {
+	b := openTiny(t)
+	greedy, _ := directGreedy(t, b, []tokenizer.ID{1}, 20)
+	// End-of-generation is the first greedy token: unbanned, a choice ends
+	// at once.
+	eog := greedy[0]
+	e := newEngine(t, b, backends.EngineOptions{Parallel: 1, IsEOG: func(id tokenizer.ID) bool { return id == eog }})
+	for _, c := range []struct {
+		name       string
+		req        backends.Request
+		atLeast    int
+		wantFinish string
+	}{
+		{"none", backends.Request{MaxTokens: 12}, 0, "stop"},
+		{"min tokens", backends.Request{MaxTokens: 12, MinTokens: 4}, 4, ""},
+		{"ignore eos", backends.Request{MaxTokens: 12, IgnoreEOS: true}, 12, "length"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.req.Prompt = []tokenizer.ID{1}
+			res := collect(t, submit(t, e, c.req), 1)[0]
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			ids := res.ids()
+			if len(ids) < c.atLeast {
+				t.Errorf("%d tokens %v, want at least %d", len(ids), ids, c.atLeast)
+			}
+			if i := slices.Index(ids, eog); i >= 0 {
+				t.Errorf("the end-of-generation token was sent at %d: %v", i, ids)
+			}
+			if c.wantFinish != "" && res.finish != c.wantFinish {
+				t.Errorf("finish %q, want %q", res.finish, c.wantFinish)
+			}
+		})
+	}
+}
+
 func TestEngineLogprobs(t *testing.T) {
 	b := openTiny(t)
 	greedy, _ := directGreedy(t, b, []tokenizer.ID{1}, 6)

@@ -15,6 +15,8 @@ func (e *Engine) validate(r *Request) error {
 		return fmt.Errorf("%w: the prompt has no tokens", ErrInvalidRequest)
 	case r.MaxTokens < 0 || r.MaxTokens == 0 && !r.PromptLogprobs:
 		return fmt.Errorf("%w: max tokens %d must be positive (or 0 to only score the prompt)", ErrInvalidRequest, r.MaxTokens)
+	case r.MinTokens < 0:
+		return fmt.Errorf("%w: min tokens %d must not be negative", ErrInvalidRequest, r.MinTokens)
 	case r.N < 0 || r.N > MaxChoices:
 		return fmt.Errorf("%w: %d choices is outside 1 … %d", ErrInvalidRequest, r.N, MaxChoices)
 	case r.TopLogprobs < -1 || r.TopLogprobs > MaxTopLogprobs:

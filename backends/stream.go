@@ -1,5 +1,7 @@
 package backends
 
+import "math"
+
 // sample draws the next token of the slot's choice from its logits and
 // streams it, or ends the choice.
 func (e *Engine) sample(s *slot) {
@@ -8,6 +10,13 @@ func (e *Engine) sample(s *slot) {
 		// Nothing may follow what the choice has written.
 		e.finish(s, "stop", nil)
 		return
+	}
+	if s.made < r.minTokens {
+		// Too early to end: the end-of-generation tokens are banned, as
+		// a logit bias of -Inf would.
+		for _, id := range e.eog {
+			s.logits[id] = float32(math.Inf(-1))
+		}
 	}
 	id := s.sampler.Sample(s.logits)
 	if e.opt.IsEOG != nil && e.opt.IsEOG(id) {
