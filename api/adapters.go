@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,11 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // Error codes of the adapter routes.
@@ -26,63 +26,8 @@ const (
 	codeAdapterName    = "invalid_adapter_name"
 	codeAdapterPath    = "invalid_adapter_path"
 	codeBaseMismatch   = "base_model_mismatch"
-	codeAdapterLoad    = "adapter_load_failed"
 	codeMultipart      = "invalid_multipart"
 )
-
-// acquire leases what the request g runs on until the handler's deferred
-// g.release(): the model's engine (loading a model on demand), and the
-// adapter t names, if any; responses then name the model as the client
-// did. It refuses lora_scale without an adapter.
-func (s *Server) acquire(ctx context.Context, g *genRequest, t target) *apiError {
-	if err := g.leaseAdapter(t); err != nil {
-		return err
-	}
-	release, err := s.holdModel(ctx, t.model)
-	if err != nil {
-		if err.Status == http.StatusServiceUnavailable && err.Code == codeModelLoad {
-			// The model the router chose cannot be loaded: a failure of
-			// that choice, which it must learn to avoid.
-			s.observeRoute(t.route, nil, err)
-		}
-		return err
-	}
-	g.releaseModel = release
-	g.route = t.route
-	if g.route != nil {
-		// The cost of the answer starts now: loading the model is the
-		// router's ExtraCost, not the request's.
-		g.route.start = time.Now()
-	}
-	return nil
-}
-
-// leaseAdapter leases the adapter t names, if any.
-func (g *genRequest) leaseAdapter(t target) *apiError {
-	g.modelID = t.model.ID
-	if t.adapter == "" {
-		if g.hasLoRAScale {
-			return invalid("lora_scale", codeInvalidValue, "lora_scale applies to an adapter; set model to %s", quote(t.model.ID+":ADAPTER"))
-		}
-		return nil
-	}
-	lease, err := t.model.Adapters.Acquire(t.adapter)
-	if errors.Is(err, lora.ErrNotFound) {
-		// Deleted since it was resolved.
-		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: "model", Code: codeModelNotFound,
-			Message: "the adapter " + quote(t.adapter) + " does not exist any more"}
-	}
-	if err != nil {
-		// The adapter was accepted when registered: failing to read it back
-		// is the server's problem (its file changed or went away).
-		return &apiError{Status: http.StatusInternalServerError, Type: typeServer, Param: "model", Code: codeAdapterLoad,
-			Message: "loading the adapter " + quote(t.adapter) + ": " + err.Error()}
-	}
-	g.lease = lease
-	g.modelID = t.name
-	g.adapterName = t.adapter
-	return nil
-}
 
 // adapterObject is an adapter as the adapter routes describe it.
 type adapterObject struct {
@@ -118,9 +63,9 @@ func (o adapterObject) withTraining(tr lora.Training) adapterObject {
 
 // training is the live training state of the adapter of m, from the sink
 // that trains it, else as its registry last saw it.
-func (s *Server) training(m *Model, in lora.Info) (lora.Training, bool) {
-	for _, sink := range append(append([]FeedbackSink(nil), m.Feedback...), s.opt.Feedback...) {
-		if at, ok := sink.(AdapterTrainer); ok {
+func (s *Server) training(m *session.Model, in lora.Info) (lora.Training, bool) {
+	for _, sink := range append(append([]session.FeedbackSink(nil), m.Feedback...), s.opt.Feedback...) {
+		if at, ok := sink.(session.AdapterTrainer); ok {
 			if tr, ok := at.Training(m.ID, in.Name); ok {
 				return tr, true
 			}
@@ -161,9 +106,9 @@ type adapterParams struct {
 }
 
 // adapterError maps a registry error to its HTTP error.
-func adapterError(err error, p adapterParams) *apiError {
-	e := func(status int, param, code string) *apiError {
-		return &apiError{Status: status, Type: typeInvalidRequest, Param: param, Code: code, Message: err.Error()}
+func adapterError(err error, p adapterParams) error {
+	e := func(status int, param, code string) error {
+		return &session.Error{Status: status, Type: session.TypeInvalidRequest, Param: param, Code: code, Message: err.Error()}
 	}
 	switch {
 	case errors.Is(err, lora.ErrNotFound):
@@ -173,7 +118,7 @@ func adapterError(err error, p adapterParams) *apiError {
 	case errors.Is(err, lora.ErrExists):
 		return e(http.StatusConflict, p.name, codeAdapterExists)
 	case errors.Is(err, lora.ErrTooLarge):
-		return e(http.StatusRequestEntityTooLarge, p.file, codeTooLarge)
+		return e(http.StatusRequestEntityTooLarge, p.file, jsonhttp.CodeTooLarge)
 	case errors.Is(err, lora.ErrBadName):
 		return e(http.StatusBadRequest, p.name, codeAdapterName)
 	case errors.Is(err, lora.ErrBadPath):
@@ -183,13 +128,13 @@ func adapterError(err error, p adapterParams) *apiError {
 	case errors.Is(err, lora.ErrInvalid):
 		return e(http.StatusBadRequest, p.file, codeInvalidAdapter)
 	}
-	return internalError("adapter: %v", err)
+	return session.Internal("adapter: %v", err)
 }
 
 // adaptersOff is the 404 of the adapter routes on a server none of whose
 // models has an adapter directory.
-func adaptersOff() *apiError {
-	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeAdaptersOff,
+func adaptersOff() error {
+	return &session.Error{Status: http.StatusNotFound, Type: session.TypeInvalidRequest, Code: codeAdaptersOff,
 		Message: "LoRA adapters are disabled on this server: it was started without an adapter directory " +
 			"(ruvllm-serve --adapter-dir DIR for the first model, or adapter_dir in a models: entry of --config)"}
 }
@@ -200,20 +145,20 @@ func adaptersOff() *apiError {
 // else the one model that has them; a base that is no ID is left for the
 // registry to judge (an upload's base_model may be the model's
 // general.name).
-func (s *Server) adapterModel(base, param string) (*Model, *apiError) {
-	set := s.models.Load()
-	if m, ok := set.byID[base]; ok {
+func (s *Server) adapterModel(base, param string) (*session.Model, error) {
+	list := s.models.List()
+	if m, ok := s.models.Get(base); ok {
 		if m.Adapters == nil {
-			return nil, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Param: param, Code: codeAdaptersOff,
-				Message: "the model " + quote(m.ID) + " has no adapter directory, so it takes no adapters"}
+			return nil, &session.Error{Status: http.StatusNotFound, Type: session.TypeInvalidRequest, Param: param, Code: codeAdaptersOff,
+				Message: "the model " + session.Quote(m.ID) + " has no adapter directory, so it takes no adapters"}
 		}
 		return m, nil
 	}
-	if len(set.list) > 0 && set.list[0].Adapters != nil {
-		return set.list[0], nil
+	if len(list) > 0 && list[0].Adapters != nil {
+		return list[0], nil
 	}
-	var with []*Model
-	for _, m := range set.list {
+	var with []*session.Model
+	for _, m := range list {
 		if m.Adapters != nil {
 			with = append(with, m)
 		}
@@ -224,35 +169,33 @@ func (s *Server) adapterModel(base, param string) (*Model, *apiError) {
 	case 1:
 		return with[0], nil
 	}
-	return nil, invalid(param, codeMissing, "%s must name the model the adapter is for: %s take adapters", param, modelIDs(with))
+	return nil, session.Invalid(param, session.CodeMissing, "%s must name the model the adapter is for: %s take adapters", param, session.ModelIDs(with))
 }
 
 // adapterByName finds the adapter a route names (in the field param), as
 // "ADAPTER", which must belong to one model only, or "MODEL:ADAPTER".
-func (s *Server) adapterByName(name, param string) (target, *apiError) {
-	set := s.models.Load()
-	if !set.hasAdapters() {
-		return target{}, adaptersOff()
+func (s *Server) adapterByName(name, param string) (session.Target, error) {
+	if !s.models.HasAdapters() {
+		return session.Target{}, adaptersOff()
 	}
-	found := set.findAdapter(name)
+	found := s.models.FindAdapter(name)
 	switch len(found) {
 	case 0:
-		return target{}, adapterError(fmt.Errorf("%w: %q", lora.ErrNotFound, name), adapterParams{name: param})
+		return session.Target{}, adapterError(fmt.Errorf("%w: %q", lora.ErrNotFound, name), adapterParams{name: param})
 	case 1:
 		return found[0], nil
 	}
-	return target{}, ambiguousAdapter(found, param)
+	return session.Target{}, session.AmbiguousAdapter(found, param)
 }
 
 // listAdapters serves GET /v1/adapters: every model's adapters, in the
 // order of the models.
 func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
-	set := s.models.Load()
-	if !set.hasAdapters() {
+	if !s.models.HasAdapters() {
 		return adaptersOff()
 	}
 	l := adapterList{Object: "list", Data: []adapterObject{}}
-	for _, m := range set.list {
+	for _, m := range s.models.List() {
 		if m.Adapters == nil {
 			continue
 		}
@@ -264,7 +207,7 @@ func (s *Server) listAdapters(w http.ResponseWriter, r *http.Request) error {
 			l.Data = append(l.Data, o)
 		}
 	}
-	writeJSON(w, http.StatusOK, l)
+	jsonhttp.WriteJSON(w, http.StatusOK, l)
 	return nil
 }
 
@@ -274,15 +217,15 @@ func (s *Server) getAdapter(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	in, err := t.model.Adapters.Get(t.adapter)
+	in, err := t.Model.Adapters.Get(t.Adapter)
 	if err != nil {
 		return adapterError(err, adapterParams{})
 	}
 	o := adapterObjectOf(in)
-	if tr, ok := s.training(t.model, in); ok {
+	if tr, ok := s.training(t.Model, in); ok {
 		o = o.withTraining(tr)
 	}
-	writeJSON(w, http.StatusOK, o)
+	jsonhttp.WriteJSON(w, http.StatusOK, o)
 	return nil
 }
 
@@ -295,11 +238,11 @@ func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	if err := t.model.Adapters.Delete(t.adapter); err != nil {
+	if err := t.Model.Adapters.Delete(t.Adapter); err != nil {
 		return adapterError(err, adapterParams{})
 	}
-	s.opt.Logger.Info().Str("model", t.model.ID).Str("adapter", t.adapter).Msg("adapter deleted")
-	writeJSON(w, http.StatusOK, adapterDeleted{ID: t.adapter, Object: "lora_adapter", Deleted: true})
+	s.opt.Logger.Info().Str("model", t.Model.ID).Str("adapter", t.Adapter).Msg("adapter deleted")
+	jsonhttp.WriteJSON(w, http.StatusOK, adapterDeleted{ID: t.Adapter, Object: "lora_adapter", Deleted: true})
 	return nil
 }
 
@@ -311,35 +254,35 @@ func (s *Server) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
 // the path does not exist. Beyond vLLM, "base_model" names the model whose
 // adapter directory it is, when several models have one.
 func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
-	if !s.models.Load().hasAdapters() {
+	if !s.models.HasAdapters() {
 		return adaptersOff()
 	}
-	f, err := readObject(r)
+	f, err := jsonhttp.Read(r)
 	if err != nil {
 		return err
 	}
-	name, _, err := f.str("lora_name")
+	name, _, err := f.Str("lora_name")
 	if err != nil {
 		return err
 	}
-	path, _, err := f.str("lora_path")
+	path, _, err := f.Str("lora_path")
 	if err != nil {
 		return err
 	}
-	inplace, _, err := f.boolean("load_inplace")
+	inplace, _, err := f.Bool("load_inplace")
 	if err != nil {
 		return err
 	}
-	if is3D, _, err := f.boolean("is_3d_lora_weight"); err != nil {
+	if is3D, _, err := f.Bool("is_3d_lora_weight"); err != nil {
 		return err
 	} else if is3D {
-		return unsupported("is_3d_lora_weight", "3D (mixture-of-experts) LoRA weights are not supported")
+		return session.Unsupported("is_3d_lora_weight", "3D (mixture-of-experts) LoRA weights are not supported")
 	}
-	base, hasBase, err := f.str("base_model")
+	base, hasBase, err := f.Str("base_model")
 	if err != nil {
 		return err
 	}
-	if err := f.unknown(); err != nil {
+	if err := f.Unknown(); err != nil {
 		return err
 	}
 	if name == "" || path == "" {
@@ -347,13 +290,14 @@ func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
 		if name != "" {
 			param = "lora_path"
 		}
-		return invalid(param, codeMissing, "both lora_name and lora_path must be provided")
+		return session.Invalid(param, session.CodeMissing, "both lora_name and lora_path must be provided")
 	}
-	set := s.models.Load()
-	if _, ok := set.byID[base]; hasBase && !ok {
-		nf := set.notFound(base)
-		nf.Param = "base_model"
-		return nf
+	if _, ok := s.models.Get(base); hasBase && !ok {
+		_, err := s.models.Resolve(base, "base_model")
+		if err == nil {
+			err = session.NotFound("base_model", session.CodeModelNotFound, "the model %s does not exist", session.Quote(base))
+		}
+		return err
 	}
 	m, aerr := s.adapterModel(base, "base_model")
 	if aerr != nil {
@@ -367,7 +311,7 @@ func (s *Server) loadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
 	}
 	info, lerr := reg.LoadPath(name, path)
 	if errors.Is(lerr, lora.ErrExists) {
-		return invalid("lora_name", codeAdapterExists, "the adapter %s has already been loaded; set load_inplace to true to replace it", quote(name))
+		return session.Invalid("lora_name", codeAdapterExists, "the adapter %s has already been loaded; set load_inplace to true to replace it", session.Quote(name))
 	}
 	if errors.Is(lerr, lora.ErrNotFound) {
 		// LoadPath's only "not found" is the path. Outside the directory
@@ -401,35 +345,35 @@ func outside(dir, path string) bool {
 // As vLLM, it answers 200 with a plain-text message and 404 for an unknown
 // name; unlike vLLM it refuses (409) while a request uses the adapter.
 func (s *Server) unloadLoRAAdapter(w http.ResponseWriter, r *http.Request) error {
-	if !s.models.Load().hasAdapters() {
+	if !s.models.HasAdapters() {
 		return adaptersOff()
 	}
-	f, err := readObject(r)
+	f, err := jsonhttp.Read(r)
 	if err != nil {
 		return err
 	}
-	name, _, err := f.str("lora_name")
+	name, _, err := f.Str("lora_name")
 	if err != nil {
 		return err
 	}
 	// vLLM's numeric id of an adapter; names are what identify one here.
-	if _, _, err := f.integer("lora_int_id"); err != nil {
+	if _, _, err := f.Integer("lora_int_id"); err != nil {
 		return err
 	}
-	if err := f.unknown(); err != nil {
+	if err := f.Unknown(); err != nil {
 		return err
 	}
 	if name == "" {
-		return invalid("lora_name", codeMissing, "lora_name must be provided to unload an adapter")
+		return session.Invalid("lora_name", session.CodeMissing, "lora_name must be provided to unload an adapter")
 	}
 	t, aerr := s.adapterByName(name, "lora_name")
 	if aerr != nil {
 		return aerr
 	}
-	if err := t.model.Adapters.Unload(t.adapter); err != nil {
+	if err := t.Model.Adapters.Unload(t.Adapter); err != nil {
 		return adapterError(err, adapterParams{name: "lora_name"})
 	}
-	s.opt.Logger.Info().Str("model", t.model.ID).Str("adapter", t.adapter).Msg("adapter unloaded")
+	s.opt.Logger.Info().Str("model", t.Model.ID).Str("adapter", t.Adapter).Msg("adapter unloaded")
 	writeText(w, http.StatusOK, "Success: LoRA adapter '"+name+"' removed successfully.")
 	return nil
 }

@@ -24,12 +24,14 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // testAdapterBytes is the upload limit of the adapter tests; the adapters
@@ -159,7 +161,7 @@ func engineText(t *testing.T, rs *realServer, a *lora.Adapter, scale float32) st
 	p := backends.DefaultParams()
 	p.Temperature = 0
 	st, err := rs.engine.Submit(context.Background(), backends.Request{
-		Prompt: encodePrompt(tok, "Once upon a time"), MaxTokens: 24, Sampling: p, TopLogprobs: -1, Adapter: a, AdapterScale: scale,
+		Prompt: session.EncodePrompt(tok, "Once upon a time"), MaxTokens: 24, Sampling: p, TopLogprobs: -1, Adapter: a, AdapterScale: scale,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -283,13 +285,13 @@ func TestAdapterLifecycle(t *testing.T) {
 			status           int
 			code             string
 		}{
-			{"lora_scale too large", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":5}`, 400, codeInvalidValue},
-			{"lora_scale negative", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":-1}`, 400, codeInvalidValue},
-			{"lora_scale a string", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":"1"}`, 400, codeInvalidType},
-			{"lora_scale without an adapter", "/v1/completions", `{"model":"` + rs.id + `","prompt":"x","lora_scale":1}`, 400, codeInvalidValue},
-			{"unknown adapter", "/v1/completions", `{"model":"` + rs.id + `:beta","prompt":"x"}`, 404, codeModelNotFound},
-			{"other base", "/v1/completions", `{"model":"other-base:alpha","prompt":"x"}`, 404, codeModelNotFound},
-			{"embeddings with an adapter", "/v1/embeddings", `{"model":"alpha","input":"x"}`, 400, codeUnsupported},
+			{"lora_scale too large", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":5}`, 400, session.CodeInvalidValue},
+			{"lora_scale negative", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":-1}`, 400, session.CodeInvalidValue},
+			{"lora_scale a string", "/v1/completions", `{"model":"alpha","prompt":"x","lora_scale":"1"}`, 400, session.CodeInvalidType},
+			{"lora_scale without an adapter", "/v1/completions", `{"model":"` + rs.id + `","prompt":"x","lora_scale":1}`, 400, session.CodeInvalidValue},
+			{"unknown adapter", "/v1/completions", `{"model":"` + rs.id + `:beta","prompt":"x"}`, 404, session.CodeModelNotFound},
+			{"other base", "/v1/completions", `{"model":"other-base:alpha","prompt":"x"}`, 404, session.CodeModelNotFound},
+			{"embeddings with an adapter", "/v1/embeddings", `{"model":"alpha","input":"x"}`, 400, session.CodeUnsupported},
 		} {
 			resp, b := do(t, "POST", rs.URL+c.path, c.body)
 			wantError(t, c.name, resp, b, c.status, c.code, "")
@@ -305,7 +307,7 @@ func TestAdapterLifecycle(t *testing.T) {
 	}
 	_, err := completeText(t, rs.client, "alpha")
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != codeModelNotFound {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != session.CodeModelNotFound {
 		t.Errorf("deleted adapter by name: %v", err)
 	}
 	resp, b = do(t, "DELETE", rs.URL+"/v1/adapters/alpha", "")
@@ -365,7 +367,7 @@ func TestAdapterUploadRefused(t *testing.T) {
 	// the body is read.
 	t.Run("declared 2 GB", func(t *testing.T) {
 		status, b := rawUpload(t, rs.URL, "Content-Length: 2147483648\r\n", nil)
-		if status != 413 || !strings.Contains(string(b), codeTooLarge) {
+		if status != 413 || !strings.Contains(string(b), jsonhttp.CodeTooLarge) {
 			t.Errorf("status %d: %s", status, b)
 		}
 		if got := dirEntries(t, dir); !slices.Equal(got, kept) {
@@ -394,7 +396,7 @@ func TestAdapterUploadRefused(t *testing.T) {
 				}
 			}
 		})
-		if status != 413 || !strings.Contains(string(b), codeTooLarge) || !strings.Contains(string(b), "1048576") {
+		if status != 413 || !strings.Contains(string(b), jsonhttp.CodeTooLarge) || !strings.Contains(string(b), "1048576") {
 			t.Errorf("status %d: %s", status, b)
 		}
 		if sent >= 2<<30 {
@@ -442,7 +444,7 @@ func rawUpload(t *testing.T, base, header string, body func(io.Writer)) (int, []
 // holdEngine holds every Submit until hold is closed (or the request is
 // cancelled), so that a request is certainly in flight.
 type holdEngine struct {
-	Engine
+	session.Engine
 	hold    chan struct{}
 	entered chan struct{}
 }
@@ -466,7 +468,7 @@ func TestAdapterInUse(t *testing.T) {
 	dir := t.TempDir()
 	h := &holdEngine{hold: make(chan struct{}), entered: make(chan struct{}, 1)}
 	rs := startRealServer(t, realOptions{parallel: 1, adapterDir: dir, maxAdapterBytes: testAdapterBytes,
-		wrap: func(e Engine) Engine { h.Engine = e; return h }})
+		wrap: func(e session.Engine) session.Engine { h.Engine = e; return h }})
 	f := makeAdapter(t, rs.model.Config, 2, 3)
 	for _, name := range []string{"busy", "left"} {
 		if resp, b := postForm(t, rs.URL, named(name), f.peftParts()...); resp.StatusCode != 201 {
@@ -632,15 +634,15 @@ func TestVLLMAdapterRoutes(t *testing.T) {
 		code, message string
 	}{
 		{"loaded twice", `{"lora_name":"va","lora_path":"src"}`, 400, codeAdapterExists, "has already been loaded"},
-		{"no path", `{"lora_name":"vc"}`, 400, codeMissing, "lora_path"},
-		{"no name", `{"lora_path":"src"}`, 400, codeMissing, "lora_name"},
+		{"no path", `{"lora_name":"vc"}`, 400, session.CodeMissing, "lora_path"},
+		{"no name", `{"lora_path":"src"}`, 400, session.CodeMissing, "lora_name"},
 		{"path escaping", `{"lora_name":"vc","lora_path":"../x"}`, 400, codeAdapterPath, "outside the adapter directory"},
 		{"path escaping to a directory", `{"lora_name":"vc","lora_path":"../"}`, 400, codeAdapterPath, "outside the adapter directory"},
 		{"the directory itself", `{"lora_name":"vc","lora_path":"."}`, 400, codeAdapterPath, "outside the adapter directory"},
 		{"path outside", fmt.Sprintf(`{"lora_name":"vc","lora_path":%q}`, filepath.Join(outside, "peft")), 400, codeAdapterPath, "outside the adapter directory"},
 		{"missing path", `{"lora_name":"vc","lora_path":"nothing-here"}`, 404, codeAdapterMissing, "nothing-here"},
 		{"bad name", `{"lora_name":"../vc","lora_path":"src"}`, 400, codeAdapterName, "invalid adapter name"},
-		{"3D weights", `{"lora_name":"vc","lora_path":"src","is_3d_lora_weight":true}`, 400, codeUnsupported, "3D"},
+		{"3D weights", `{"lora_name":"vc","lora_path":"src","is_3d_lora_weight":true}`, 400, session.CodeUnsupported, "3D"},
 	} {
 		resp, b := do(t, "POST", load, c.body)
 		wantError(t, "load: "+c.name, resp, b, c.status, c.code, c.message)
@@ -653,7 +655,7 @@ func TestVLLMAdapterRoutes(t *testing.T) {
 	resp, b = do(t, "POST", unload, `{"lora_name":"va"}`)
 	wantError(t, "unload twice", resp, b, 404, codeAdapterMissing, "va")
 	resp, b = do(t, "POST", unload, `{}`)
-	wantError(t, "unload without a name", resp, b, 400, codeMissing, "lora_name")
+	wantError(t, "unload without a name", resp, b, 400, session.CodeMissing, "lora_name")
 	if _, err := completeText(t, rs.client, "va"); err == nil {
 		t.Error("an unloaded adapter still answers")
 	}
@@ -717,9 +719,9 @@ func TestAdaptersDisabled(t *testing.T) {
 		wantError(t, c.method+" "+c.path, resp, b, 404, codeAdaptersOff, "--adapter-dir")
 	}
 	resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"model":"fake-model:x","messages":[{"role":"user","content":"hi"}]}`)
-	wantError(t, "adapter model", resp, b, 404, codeModelNotFound, "does not exist")
+	wantError(t, "adapter model", resp, b, 404, session.CodeModelNotFound, "does not exist")
 	resp, b = do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"lora_scale":1}`)
-	wantError(t, "lora_scale", resp, b, 400, codeInvalidValue, "lora_scale")
+	wantError(t, "lora_scale", resp, b, 400, session.CodeInvalidValue, "lora_scale")
 	resp, _ = do(t, "PUT", fs.URL+"/v1/adapters/x", "")
 	if resp.StatusCode != 405 || !strings.Contains(strings.Join(resp.Header.Values("Allow"), ","), "DELETE") {
 		t.Errorf("PUT: %d, Allow %v", resp.StatusCode, resp.Header.Values("Allow"))

@@ -10,6 +10,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // TestEchoLogprobs scores a prompt through /v1/completions with echo and
@@ -18,7 +19,7 @@ import (
 func TestEchoLogprobs(t *testing.T) {
 	rs := startRealServer(t, realOptions{})
 	prompt := "Hello world, the quick brown fox"
-	ids := encodePrompt(rs.model.Tokenizer, prompt)
+	ids := session.EncodePrompt(rs.model.Tokenizer, prompt)
 	b := testmodel.Backend(t, "native", rs.model, backends.Options{Threads: 1})
 	vocab := b.Model().VocabSize
 	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: len(ids)})

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // TestErrors checks every refusal: status, OpenAI's error shape and the
@@ -30,101 +33,101 @@ func TestErrors(t *testing.T) {
 		status                   int
 		param, code              string
 	}{
-		{"malformed JSON", "POST", chat, `{"messages":`, 400, "", codeInvalidJSON},
-		{"not an object", "POST", chat, `[1,2]`, 400, "", codeInvalidJSON},
-		{"trailing data", "POST", chat, `{` + msgs + `} {}`, 400, "", codeInvalidJSON},
-		{"empty body", "POST", chat, ``, 400, "", codeInvalidJSON},
-		{"missing messages", "POST", chat, `{}`, 400, "messages", codeMissing},
-		{"null messages", "POST", chat, `{"messages":null}`, 400, "messages", codeMissing},
-		{"empty messages", "POST", chat, `{"messages":[]}`, 400, "messages", codeInvalidValue},
-		{"messages not a list", "POST", chat, `{"messages":"hi"}`, 400, "messages", codeInvalidType},
-		{"message not an object", "POST", chat, `{"messages":["hi"]}`, 400, "messages[0]", codeInvalidType},
-		{"unknown role", "POST", chat, `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", codeInvalidValue},
-		{"role of wrong type", "POST", chat, `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages[0].role", codeInvalidType},
-		{"missing role", "POST", chat, `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role", codeMissing},
-		{"missing content", "POST", chat, `{"messages":[{"role":"user"}]}`, 400, "messages[0].content", codeMissing},
-		{"content of wrong type", "POST", chat, `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", codeInvalidType},
-		{"image part", "POST", chat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content[0].type", codeUnsupported},
-		{"tool message without id", "POST", chat, `{"messages":[{"role":"tool","content":"42"}]}`, 400, "messages[0].tool_call_id", codeMissing},
-		{"unknown message field", "POST", chat, `{"messages":[{"role":"user","content":"hi","mood":"happy"}]}`, 400, "messages[0].mood", codeUnknownParam},
-		{"temperature too high", "POST", chat, `{` + msgs + `,"temperature":2.5}`, 400, "temperature", codeInvalidValue},
-		{"temperature negative", "POST", chat, `{` + msgs + `,"temperature":-0.1}`, 400, "temperature", codeInvalidValue},
-		{"temperature a string", "POST", chat, `{` + msgs + `,"temperature":"hot"}`, 400, "temperature", codeInvalidType},
-		{"top_p zero", "POST", chat, `{` + msgs + `,"top_p":0}`, 400, "top_p", codeInvalidValue},
-		{"top_p above one", "POST", chat, `{` + msgs + `,"top_p":1.5}`, 400, "top_p", codeInvalidValue},
-		{"presence_penalty", "POST", chat, `{` + msgs + `,"presence_penalty":3}`, 400, "presence_penalty", codeInvalidValue},
-		{"n zero", "POST", chat, `{` + msgs + `,"n":0}`, 400, "n", codeInvalidValue},
-		{"n over the cap", "POST", chat, `{` + msgs + `,"n":5}`, 400, "n", codeInvalidValue},
-		{"n fractional", "POST", chat, `{` + msgs + `,"n":1.5}`, 400, "n", codeInvalidType},
-		{"stream not a boolean", "POST", chat, `{` + msgs + `,"stream":"yes"}`, 400, "stream", codeInvalidType},
-		{"max_tokens zero", "POST", chat, `{` + msgs + `,"max_tokens":0}`, 400, "max_tokens", codeInvalidValue},
-		{"max_tokens negative", "POST", chat, `{` + msgs + `,"max_tokens":-5}`, 400, "max_tokens", codeInvalidValue},
-		{"max_completion_tokens zero", "POST", chat, `{` + msgs + `,"max_completion_tokens":0}`, 400, "max_completion_tokens", codeInvalidValue},
-		{"context exceeded", "POST", chat, `{` + msgs + `,"max_tokens":100000}`, 400, "max_tokens", codeContextLength},
-		{"context exceeded before a stream", "POST", chat, `{` + msgs + `,"max_tokens":100000,"stream":true}`, 400, "max_tokens", codeContextLength},
-		{"prompt longer than the context", "POST", text, `{"prompt":"` + strings.Repeat("x", 300) + `"}`, 400, "prompt", codeContextLength},
-		{"conversation longer than the context", "POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}]}`, 400, "messages", codeContextLength},
-		{"stop of wrong type", "POST", chat, `{` + msgs + `,"stop":5}`, 400, "stop", codeInvalidType},
-		{"stop list of wrong type", "POST", chat, `{` + msgs + `,"stop":["a",5]}`, 400, "stop[1]", codeInvalidType},
-		{"empty stop", "POST", chat, `{` + msgs + `,"stop":[""]}`, 400, "stop", codeInvalidValue},
-		{"logit_bias bad key", "POST", chat, `{` + msgs + `,"logit_bias":{"x":1}}`, 400, "logit_bias", codeInvalidValue},
-		{"logit_bias outside the vocabulary", "POST", chat, `{` + msgs + `,"logit_bias":{"99999":1}}`, 400, "logit_bias", codeInvalidValue},
-		{"logit_bias too large", "POST", chat, `{` + msgs + `,"logit_bias":{"5":101}}`, 400, "logit_bias", codeInvalidValue},
-		{"logit_bias not an object", "POST", chat, `{` + msgs + `,"logit_bias":[1]}`, 400, "logit_bias", codeInvalidType},
-		{"top_logprobs without logprobs", "POST", chat, `{` + msgs + `,"top_logprobs":2}`, 400, "top_logprobs", codeInvalidValue},
-		{"top_logprobs too many", "POST", chat, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, 400, "top_logprobs", codeInvalidValue},
-		{"stream_options without stream", "POST", chat, `{` + msgs + `,"stream_options":{"include_usage":true}}`, 400, "stream_options", codeInvalidValue},
-		{"seed fractional", "POST", chat, `{` + msgs + `,"seed":1.5}`, 400, "seed", codeInvalidType},
-		{"tool of another type", "POST", chat, `{` + msgs + `,"tools":[{"type":"retrieval"}]}`, 400, "tools[0].type", codeUnsupported},
-		{"tool without a name", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{}}]}`, 400, "tools[0].function.name", codeMissing},
-		{"tool name with a space", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"a b"}}]}`, 400, "tools[0].function.name", codeInvalidValue},
+		{"malformed JSON", "POST", chat, `{"messages":`, 400, "", session.CodeInvalidJSON},
+		{"not an object", "POST", chat, `[1,2]`, 400, "", session.CodeInvalidJSON},
+		{"trailing data", "POST", chat, `{` + msgs + `} {}`, 400, "", session.CodeInvalidJSON},
+		{"empty body", "POST", chat, ``, 400, "", session.CodeInvalidJSON},
+		{"missing messages", "POST", chat, `{}`, 400, "messages", session.CodeMissing},
+		{"null messages", "POST", chat, `{"messages":null}`, 400, "messages", session.CodeMissing},
+		{"empty messages", "POST", chat, `{"messages":[]}`, 400, "messages", session.CodeInvalidValue},
+		{"messages not a list", "POST", chat, `{"messages":"hi"}`, 400, "messages", session.CodeInvalidType},
+		{"message not an object", "POST", chat, `{"messages":["hi"]}`, 400, "messages[0]", session.CodeInvalidType},
+		{"unknown role", "POST", chat, `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", session.CodeInvalidValue},
+		{"role of wrong type", "POST", chat, `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages[0].role", session.CodeInvalidType},
+		{"missing role", "POST", chat, `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role", session.CodeMissing},
+		{"missing content", "POST", chat, `{"messages":[{"role":"user"}]}`, 400, "messages[0].content", session.CodeMissing},
+		{"content of wrong type", "POST", chat, `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", session.CodeInvalidType},
+		{"image part", "POST", chat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content[0].type", session.CodeUnsupported},
+		{"tool message without id", "POST", chat, `{"messages":[{"role":"tool","content":"42"}]}`, 400, "messages[0].tool_call_id", session.CodeMissing},
+		{"unknown message field", "POST", chat, `{"messages":[{"role":"user","content":"hi","mood":"happy"}]}`, 400, "messages[0].mood", session.CodeUnknownParam},
+		{"temperature too high", "POST", chat, `{` + msgs + `,"temperature":2.5}`, 400, "temperature", session.CodeInvalidValue},
+		{"temperature negative", "POST", chat, `{` + msgs + `,"temperature":-0.1}`, 400, "temperature", session.CodeInvalidValue},
+		{"temperature a string", "POST", chat, `{` + msgs + `,"temperature":"hot"}`, 400, "temperature", session.CodeInvalidType},
+		{"top_p zero", "POST", chat, `{` + msgs + `,"top_p":0}`, 400, "top_p", session.CodeInvalidValue},
+		{"top_p above one", "POST", chat, `{` + msgs + `,"top_p":1.5}`, 400, "top_p", session.CodeInvalidValue},
+		{"presence_penalty", "POST", chat, `{` + msgs + `,"presence_penalty":3}`, 400, "presence_penalty", session.CodeInvalidValue},
+		{"n zero", "POST", chat, `{` + msgs + `,"n":0}`, 400, "n", session.CodeInvalidValue},
+		{"n over the cap", "POST", chat, `{` + msgs + `,"n":5}`, 400, "n", session.CodeInvalidValue},
+		{"n fractional", "POST", chat, `{` + msgs + `,"n":1.5}`, 400, "n", session.CodeInvalidType},
+		{"stream not a boolean", "POST", chat, `{` + msgs + `,"stream":"yes"}`, 400, "stream", session.CodeInvalidType},
+		{"max_tokens zero", "POST", chat, `{` + msgs + `,"max_tokens":0}`, 400, "max_tokens", session.CodeInvalidValue},
+		{"max_tokens negative", "POST", chat, `{` + msgs + `,"max_tokens":-5}`, 400, "max_tokens", session.CodeInvalidValue},
+		{"max_completion_tokens zero", "POST", chat, `{` + msgs + `,"max_completion_tokens":0}`, 400, "max_completion_tokens", session.CodeInvalidValue},
+		{"context exceeded", "POST", chat, `{` + msgs + `,"max_tokens":100000}`, 400, "max_tokens", session.CodeContextLength},
+		{"context exceeded before a stream", "POST", chat, `{` + msgs + `,"max_tokens":100000,"stream":true}`, 400, "max_tokens", session.CodeContextLength},
+		{"prompt longer than the context", "POST", text, `{"prompt":"` + strings.Repeat("x", 300) + `"}`, 400, "prompt", session.CodeContextLength},
+		{"conversation longer than the context", "POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 300) + `"}]}`, 400, "messages", session.CodeContextLength},
+		{"stop of wrong type", "POST", chat, `{` + msgs + `,"stop":5}`, 400, "stop", session.CodeInvalidType},
+		{"stop list of wrong type", "POST", chat, `{` + msgs + `,"stop":["a",5]}`, 400, "stop[1]", session.CodeInvalidType},
+		{"empty stop", "POST", chat, `{` + msgs + `,"stop":[""]}`, 400, "stop", session.CodeInvalidValue},
+		{"logit_bias bad key", "POST", chat, `{` + msgs + `,"logit_bias":{"x":1}}`, 400, "logit_bias", session.CodeInvalidValue},
+		{"logit_bias outside the vocabulary", "POST", chat, `{` + msgs + `,"logit_bias":{"99999":1}}`, 400, "logit_bias", session.CodeInvalidValue},
+		{"logit_bias too large", "POST", chat, `{` + msgs + `,"logit_bias":{"5":101}}`, 400, "logit_bias", session.CodeInvalidValue},
+		{"logit_bias not an object", "POST", chat, `{` + msgs + `,"logit_bias":[1]}`, 400, "logit_bias", session.CodeInvalidType},
+		{"top_logprobs without logprobs", "POST", chat, `{` + msgs + `,"top_logprobs":2}`, 400, "top_logprobs", session.CodeInvalidValue},
+		{"top_logprobs too many", "POST", chat, `{` + msgs + `,"logprobs":true,"top_logprobs":21}`, 400, "top_logprobs", session.CodeInvalidValue},
+		{"stream_options without stream", "POST", chat, `{` + msgs + `,"stream_options":{"include_usage":true}}`, 400, "stream_options", session.CodeInvalidValue},
+		{"seed fractional", "POST", chat, `{` + msgs + `,"seed":1.5}`, 400, "seed", session.CodeInvalidType},
+		{"tool of another type", "POST", chat, `{` + msgs + `,"tools":[{"type":"retrieval"}]}`, 400, "tools[0].type", session.CodeUnsupported},
+		{"tool without a name", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{}}]}`, 400, "tools[0].function.name", session.CodeMissing},
+		{"tool name with a space", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"a b"}}]}`, 400, "tools[0].function.name", session.CodeInvalidValue},
 		{"tool parameters not an object", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}]}`,
-			400, "tools[0].function.parameters", codeInvalidType},
-		{"tool_choice required without tools", "POST", chat, `{` + msgs + `,"tool_choice":"required"}`, 400, "tool_choice", codeInvalidValue},
-		{"tool_choice unknown", "POST", chat, `{` + msgs + `,"tool_choice":"always"}`, 400, "tool_choice", codeInvalidValue},
+			400, "tools[0].function.parameters", session.CodeInvalidType},
+		{"tool_choice required without tools", "POST", chat, `{` + msgs + `,"tool_choice":"required"}`, 400, "tool_choice", session.CodeInvalidValue},
+		{"tool_choice unknown", "POST", chat, `{` + msgs + `,"tool_choice":"always"}`, 400, "tool_choice", session.CodeInvalidValue},
 		{"tool_choice names no tool", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`,
-			400, "tool_choice.function.name", codeInvalidValue},
+			400, "tool_choice.function.name", session.CodeInvalidValue},
 		{"tool parameters unsupported", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"not":{}}}}],"tool_choice":"required"}`,
-			400, "tools", codeInvalidValue},
-		{"parallel_tool_calls not a boolean", "POST", chat, `{` + msgs + `,"parallel_tool_calls":"yes"}`, 400, "parallel_tool_calls", codeInvalidType},
+			400, "tools", session.CodeInvalidValue},
+		{"parallel_tool_calls not a boolean", "POST", chat, `{` + msgs + `,"parallel_tool_calls":"yes"}`, 400, "parallel_tool_calls", session.CodeInvalidType},
 		{"response_format with a required call", "POST", chat, `{` + msgs + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_object"}}`,
-			400, "response_format", codeUnsupported},
+			400, "response_format", session.CodeUnsupported},
 		{"json_schema unsupported", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"not":{}}}}}`,
-			400, "response_format.json_schema.schema", codeInvalidValue},
-		{"json_schema missing", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema"}}`, 400, "response_format.json_schema", codeMissing},
+			400, "response_format.json_schema.schema", session.CodeInvalidValue},
+		{"json_schema missing", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema"}}`, 400, "response_format.json_schema", session.CodeMissing},
 		{"json_schema bad name", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"a b"}}}`,
-			400, "response_format.json_schema.name", codeInvalidValue},
+			400, "response_format.json_schema.name", session.CodeInvalidValue},
 		{"json_schema not JSON", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":7}}}`,
-			400, "response_format.json_schema.schema", codeInvalidValue},
-		{"response_format type", "POST", chat, `{` + msgs + `,"response_format":{"type":"xml"}}`, 400, "response_format.type", codeInvalidValue},
+			400, "response_format.json_schema.schema", session.CodeInvalidValue},
+		{"response_format type", "POST", chat, `{` + msgs + `,"response_format":{"type":"xml"}}`, 400, "response_format.type", session.CodeInvalidValue},
 		{"response_format in completions", "POST", text, `{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":{"if":{}}}}}`,
-			400, "response_format.json_schema.schema", codeInvalidValue},
-		{"unknown parameter", "POST", chat, `{` + msgs + `,"frobnicate":1}`, 400, "frobnicate", codeUnknownParam},
-		{"template refusal", "POST", chat, `{"messages":[{"role":"user","content":"boom"}]}`, 400, "messages", codeTemplate},
-		{"unknown model", "POST", chat, `{"model":"gpt-9",` + msgs + `}`, 404, "model", codeModelNotFound},
-		{"model of wrong type", "POST", chat, `{"model":7,` + msgs + `}`, 400, "model", codeInvalidType},
-		{"unknown model in completions", "POST", text, `{"model":"gpt-9","prompt":"x"}`, 404, "model", codeModelNotFound},
-		{"unknown model in embeddings", "POST", "/v1/embeddings", `{"model":"gpt-9","input":"x"}`, 404, "model", codeModelNotFound},
-		{"unknown model by id", "GET", "/v1/models/gpt-9", ``, 404, "model", codeModelNotFound},
-		{"missing prompt", "POST", text, `{}`, 400, "prompt", codeMissing},
-		{"prompt of wrong type", "POST", text, `{"prompt":{"a":1}}`, 400, "prompt", codeInvalidType},
-		{"empty prompt list", "POST", text, `{"prompt":[]}`, 400, "prompt", codeInvalidValue},
-		{"prompt token outside the vocabulary", "POST", text, `{"prompt":[1,99999]}`, 400, "prompt", codeInvalidValue},
-		{"too many choices", "POST", text, `{"prompt":["a","b","c"],"n":2}`, 400, "n", codeInvalidValue},
-		{"echo with logprobs streamed", "POST", text, `{"prompt":"x","echo":true,"logprobs":1,"stream":true}`, 400, "stream", codeUnsupported},
-		{"max_tokens 0 without echo", "POST", text, `{"prompt":"x","max_tokens":0}`, 400, "max_tokens", codeInvalidValue},
-		{"legacy logprobs too many", "POST", text, `{"prompt":"x","logprobs":6}`, 400, "logprobs", codeInvalidValue},
-		{"suffix", "POST", text, `{"prompt":"x","suffix":"y"}`, 400, "suffix", codeUnsupported},
-		{"best_of", "POST", text, `{"prompt":"x","best_of":3}`, 400, "best_of", codeUnsupported},
-		{"embedding of nothing", "POST", "/v1/embeddings", `{"input":""}`, 400, "input", codeInvalidValue},
-		{"embedding without input", "POST", "/v1/embeddings", `{}`, 400, "input", codeMissing},
-		{"embedding format", "POST", "/v1/embeddings", `{"input":"x","encoding_format":"hex"}`, 400, "encoding_format", codeInvalidValue},
-		{"embedding too long", "POST", "/v1/embeddings", `{"input":"` + strings.Repeat("y", 300) + `"}`, 400, "input", codeContextLength},
-		{"tokenize without content", "POST", "/tokenize", `{}`, 400, "content", codeMissing},
-		{"detokenize bad id", "POST", "/detokenize", `{"tokens":[-1]}`, 400, "tokens[0]", codeInvalidValue},
+			400, "response_format.json_schema.schema", session.CodeInvalidValue},
+		{"unknown parameter", "POST", chat, `{` + msgs + `,"frobnicate":1}`, 400, "frobnicate", session.CodeUnknownParam},
+		{"template refusal", "POST", chat, `{"messages":[{"role":"user","content":"boom"}]}`, 400, "messages", session.CodeTemplate},
+		{"unknown model", "POST", chat, `{"model":"gpt-9",` + msgs + `}`, 404, "model", session.CodeModelNotFound},
+		{"model of wrong type", "POST", chat, `{"model":7,` + msgs + `}`, 400, "model", session.CodeInvalidType},
+		{"unknown model in completions", "POST", text, `{"model":"gpt-9","prompt":"x"}`, 404, "model", session.CodeModelNotFound},
+		{"unknown model in embeddings", "POST", "/v1/embeddings", `{"model":"gpt-9","input":"x"}`, 404, "model", session.CodeModelNotFound},
+		{"unknown model by id", "GET", "/v1/models/gpt-9", ``, 404, "model", session.CodeModelNotFound},
+		{"missing prompt", "POST", text, `{}`, 400, "prompt", session.CodeMissing},
+		{"prompt of wrong type", "POST", text, `{"prompt":{"a":1}}`, 400, "prompt", session.CodeInvalidType},
+		{"empty prompt list", "POST", text, `{"prompt":[]}`, 400, "prompt", session.CodeInvalidValue},
+		{"prompt token outside the vocabulary", "POST", text, `{"prompt":[1,99999]}`, 400, "prompt", session.CodeInvalidValue},
+		{"too many choices", "POST", text, `{"prompt":["a","b","c"],"n":2}`, 400, "n", session.CodeInvalidValue},
+		{"echo with logprobs streamed", "POST", text, `{"prompt":"x","echo":true,"logprobs":1,"stream":true}`, 400, "stream", session.CodeUnsupported},
+		{"max_tokens 0 without echo", "POST", text, `{"prompt":"x","max_tokens":0}`, 400, "max_tokens", session.CodeInvalidValue},
+		{"legacy logprobs too many", "POST", text, `{"prompt":"x","logprobs":6}`, 400, "logprobs", session.CodeInvalidValue},
+		{"suffix", "POST", text, `{"prompt":"x","suffix":"y"}`, 400, "suffix", session.CodeUnsupported},
+		{"best_of", "POST", text, `{"prompt":"x","best_of":3}`, 400, "best_of", session.CodeUnsupported},
+		{"embedding of nothing", "POST", "/v1/embeddings", `{"input":""}`, 400, "input", session.CodeInvalidValue},
+		{"embedding without input", "POST", "/v1/embeddings", `{}`, 400, "input", session.CodeMissing},
+		{"embedding format", "POST", "/v1/embeddings", `{"input":"x","encoding_format":"hex"}`, 400, "encoding_format", session.CodeInvalidValue},
+		{"embedding too long", "POST", "/v1/embeddings", `{"input":"` + strings.Repeat("y", 300) + `"}`, 400, "input", session.CodeContextLength},
+		{"tokenize without content", "POST", "/tokenize", `{}`, 400, "content", session.CodeMissing},
+		{"detokenize bad id", "POST", "/detokenize", `{"tokens":[-1]}`, 400, "tokens[0]", session.CodeInvalidValue},
 		{"unknown path", "GET", "/v1/nothing", ``, 404, "", codeNotFound},
 		{"wrong method", "GET", chat, ``, 405, "", codeMethod},
-		{"body too large", "POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "", codeTooLarge},
+		{"body too large", "POST", chat, `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "", jsonhttp.CodeTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,7 +139,7 @@ func TestErrors(t *testing.T) {
 				t.Errorf("content type %q", ct)
 			}
 			e := decode[wireError](t, b)
-			if e.Error.Message == "" || e.Error.Type != typeInvalidRequest {
+			if e.Error.Message == "" || e.Error.Type != session.TypeInvalidRequest {
 				t.Errorf("error %s", b)
 			}
 			if param := deref(e.Error.Param); param != tc.param {
@@ -178,7 +181,9 @@ func TestContentType(t *testing.T) {
 		{"application/vnd.api+json", 200},
 		{"", 200},
 		{"text/plain", 415},
-		{"application/x-www-form-urlencoded", 415},
+		// curl -d without -H: the body is the JSON it is, as llama-server
+		// and ollama read it.
+		{"application/x-www-form-urlencoded", 200},
 		{"multipart/form-data; boundary=x", 415},
 		{"application/jsonx", 415},
 		{"not a media type", 415},
@@ -203,11 +208,15 @@ func TestContentType(t *testing.T) {
 				if resp.StatusCode != tc.status {
 					t.Fatalf("status %d, want %d: %+v", resp.StatusCode, tc.status, e)
 				}
-				if tc.status == 415 && (deref(e.Error.Code) != codeMediaType || e.Error.Type != typeInvalidRequest) {
+				if tc.status == 415 && (deref(e.Error.Code) != jsonhttp.CodeMediaType || e.Error.Type != session.TypeInvalidRequest) {
 					t.Errorf("error %+v", e)
 				}
 			})
 		}
+	} // A form that is a form, not JSON, stays a 415.
+	for _, body := range []string{"prompt=hi&max_tokens=1", "", "[1,2]"} {
+		resp, b := do(t, "POST", fs.URL+"/v1/completions", body, "Content-Type", "application/x-www-form-urlencoded")
+		wantError(t, "form "+body, resp, b, 415, jsonhttp.CodeMediaType, "must be JSON")
 	}
 }
 
@@ -226,7 +235,7 @@ func TestQueueFull(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("status %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
-	if e := decode[wireError](t, b); e.Error.Type != typeRateLimit {
+	if e := decode[wireError](t, b); e.Error.Type != session.TypeRateLimit {
 		t.Errorf("%s", b)
 	}
 	fs.eng.waitIdle(t, 2*time.Second)
@@ -240,7 +249,7 @@ func TestHealthWhileLoading(t *testing.T) {
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)
 	resp, b := do(t, "GET", hs.URL+"/health", "")
-	if resp.StatusCode != 503 || decode[wireError](t, b).Error.Type != typeUnavailable {
+	if resp.StatusCode != 503 || decode[wireError](t, b).Error.Type != session.TypeUnavailable {
 		t.Fatalf("loading: status %d: %s", resp.StatusCode, b)
 	}
 	if resp, _ := do(t, "POST", hs.URL+"/v1/chat/completions", `{}`); resp.StatusCode != 503 {
@@ -249,10 +258,10 @@ func TestHealthWhileLoading(t *testing.T) {
 	tk := testTokenizer(t)
 	// Registered but still loading at start: not healthy yet.
 	s.SetStarting(true)
-	if err := s.AddModel(&Model{ID: "m", Tokenizer: tk, Engine: newFakeEngine(tk)}); err != nil {
+	if err := s.AddModel(&session.Model{ID: "m", Tokenizer: tk, Engine: newFakeEngine(tk)}); err != nil {
 		t.Fatal(err)
 	}
-	if resp, b := do(t, "GET", hs.URL+"/health", ""); resp.StatusCode != 503 || decode[wireError](t, b).Error.Type != typeUnavailable {
+	if resp, b := do(t, "GET", hs.URL+"/health", ""); resp.StatusCode != 503 || decode[wireError](t, b).Error.Type != session.TypeUnavailable {
 		t.Fatalf("registered, starting: status %d: %s", resp.StatusCode, b)
 	}
 	s.SetStarting(false)
@@ -368,11 +377,11 @@ func TestTokenizeVLLM(t *testing.T) {
 	}
 	hello := fs.tok.Encode("Hello", tokenizer.EncodeOptions{})
 	msgs := []map[string]any{{"role": "user", "content": "hi"}}
-	rendered, err := templateChatOf(t).RenderChat(msgs, nil, true)
+	rendered, err := templateChatOf(t).RenderChat(chat.Input{Messages: msgs, AddGenerationPrompt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	chatIDs := encodePrompt(fs.tok, rendered)
+	chatIDs := session.EncodePrompt(fs.tok, rendered)
 	tests := []struct {
 		name, body string
 		want       []tokenizer.ID
@@ -453,7 +462,7 @@ func TestMiddleware(t *testing.T) {
 	})
 	t.Run("panic", func(t *testing.T) {
 		resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"panic please"}]}`)
-		if resp.StatusCode != 500 || decode[wireError](t, b).Error.Type != typeServer {
+		if resp.StatusCode != 500 || decode[wireError](t, b).Error.Type != session.TypeServer {
 			t.Fatalf("status %d: %s", resp.StatusCode, b)
 		}
 		if resp, _ := do(t, "GET", fs.URL+"/health", ""); resp.StatusCode != 200 {
@@ -507,7 +516,7 @@ func TestMetrics(t *testing.T) {
 // TestHandle checks the one place handler errors become responses.
 func TestHandle(t *testing.T) {
 	s := New(Options{})
-	var nilAPIError *apiError
+	var nilError *session.Error
 	tests := []struct {
 		name   string
 		err    error
@@ -515,10 +524,10 @@ func TestHandle(t *testing.T) {
 		code   string
 	}{
 		{"no error", nil, 200, ""},
-		{"a nil *apiError", nilAPIError, 200, ""},
-		{"an apiError", invalid("x", codeInvalidValue, "bad x"), 400, codeInvalidValue},
-		{"a wrapped apiError", fmt.Errorf("wrapped: %w", loadingError()), 503, codeLoading},
-		{"another error", errors.New("disk on fire"), 500, codeInternal},
+		{"a nil *session.Error, a bug", nilError, 500, session.CodeInternal},
+		{"a session.Error", session.Invalid("x", session.CodeInvalidValue, "bad x"), 400, session.CodeInvalidValue},
+		{"a wrapped session.Error", fmt.Errorf("wrapped: %w", session.Loading()), 503, session.CodeLoading},
+		{"another error", errors.New("disk on fire"), 500, session.CodeInternal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

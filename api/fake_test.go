@@ -12,58 +12,21 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
-// testWords are the normal pieces of the test vocabulary, after <unk>, <s>,
-// </s> and the 256 byte tokens. "▁" is SentencePiece's space.
-var testWords = []string{"▁Hello", "▁world", "ST", "OP", "!", "▁here", "▁S", "TOP", "▁the", "▁end", "<", "|", ">", "im", "_", "start", "end", "user", "assistant", "system", "▁"}
+// testWords are the normal pieces of the test vocabulary.
+var testWords = testmodel.Words
 
-// testTokenizer is an SPM tokenizer over a small hand-made vocabulary with
-// byte fallback, so that any text encodes.
-func testTokenizer(tb testing.TB) *tokenizer.Tokenizer {
-	tb.Helper()
-	v := &tokenizer.Vocab{
-		Model: "llama",
-		BOS:   1, EOS: 2, UNK: 0, EOT: -1, EOM: -1, PAD: -1, SEP: -1, CLS: -1, MASK: -1,
-		FIMPre: -1, FIMSuf: -1, FIMMid: -1, FIMPad: -1, FIMRep: -1, FIMSep: -1,
-		AddBOS: true, AddSpacePrefix: true,
-	}
-	add := func(s string, typ tokenizer.TokenType, score float32) {
-		v.Tokens = append(v.Tokens, s)
-		v.Types = append(v.Types, typ)
-		v.Scores = append(v.Scores, score)
-	}
-	add("<unk>", tokenizer.TokenUnknown, 0)
-	add("<s>", tokenizer.TokenControl, 0)
-	add("</s>", tokenizer.TokenControl, 0)
-	for b := range 256 {
-		add(fmt.Sprintf("<0x%02X>", b), tokenizer.TokenByte, 0)
-	}
-	for i, w := range testWords {
-		add(w, tokenizer.TokenNormal, -float32(i))
-	}
-	tk, err := tokenizer.New(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tk
-}
+// testTokenizer is the test vocabulary's tokenizer.
+func testTokenizer(tb testing.TB) *tokenizer.Tokenizer { return testmodel.WordTokenizer(tb) }
 
-// ids maps pieces of the test vocabulary ("▁Hello", or a byte "<0xC3>") to
-// their token ids.
+// ids maps pieces of the test vocabulary to their token ids.
 func ids(tb testing.TB, tk *tokenizer.Tokenizer, pieces ...string) []tokenizer.ID {
-	tb.Helper()
-	out := make([]tokenizer.ID, len(pieces))
-	for i, p := range pieces {
-		id, ok := tk.Vocab().IDs[p]
-		if !ok {
-			tb.Fatalf("piece %q is not in the test vocabulary", p)
-		}
-		out[i] = id
-	}
-	return out
+	return testmodel.IDs(tb, tk, pieces...)
 }
 
 // fakeEngine plays the engine's part of the contract: it streams a script
@@ -220,11 +183,12 @@ func (e *fakeEngine) requests() []backends.Request {
 // templateChat renders with a parsed chat template, as models.Model does.
 type templateChat struct{ t *chat.Template }
 
-func (c templateChat) RenderChat(messages []map[string]any, tools []any, addGen bool) (string, error) {
-	if len(messages) > 0 && messages[0]["content"] == "panic please" {
+func (c templateChat) RenderChat(in chat.Input) (string, error) {
+	if len(in.Messages) > 0 && in.Messages[0]["content"] == "panic please" {
 		panic("the renderer was asked to panic")
 	}
-	return c.t.Render(chat.Input{Messages: messages, Tools: tools, AddGenerationPrompt: addGen, BOSToken: "<s>", EOSToken: "</s>"})
+	in.BOSToken, in.EOSToken = "<s>", "</s>"
+	return c.t.Render(in)
 }
 
 // ChatTemplateSource tells the server the template's tool-call format.
@@ -260,7 +224,7 @@ func newFakeServer(tb testing.TB, o Options, setup func(*fakeEngine)) *fakeServe
 }
 
 // newFakeServerWith is newFakeServer with another chat renderer.
-func newFakeServerWith(tb testing.TB, o Options, renderer ChatRenderer, setup func(*fakeEngine)) *fakeServer {
+func newFakeServerWith(tb testing.TB, o Options, renderer session.ChatRenderer, setup func(*fakeEngine)) *fakeServer {
 	tb.Helper()
 	tk := testTokenizer(tb)
 	eng := newFakeEngine(tk)
@@ -271,7 +235,7 @@ func newFakeServerWith(tb testing.TB, o Options, renderer ChatRenderer, setup fu
 		o.Version = "test-version"
 	}
 	s := New(o)
-	if err := s.AddModel(&Model{ID: "fake-model", Tokenizer: tk, Chat: renderer, Engine: eng}); err != nil {
+	if err := s.AddModel(&session.Model{ID: "fake-model", Tokenizer: tk, Chat: renderer, Engine: eng}); err != nil {
 		tb.Fatal(err)
 	}
 	return &fakeServer{Server: startHTTP(tb, s), api: s, eng: eng, tok: tk}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // metrics are the Prometheus series of one Server, in a registry of its
@@ -68,8 +69,8 @@ func newMetrics(s *Server) *metrics {
 		Name: "ruvllm_models_loaded", Help: "Models whose engine is loaded: those loaded for good and those on demand that are loaded now."},
 		func() float64 {
 			n := 0
-			for _, md := range s.models.Load().list {
-				if md.resident == nil || s.residency.status(md.resident) == stateLoaded {
+			for _, md := range s.models.List() {
+				if s.models.Loaded(md) {
 					n++
 				}
 			}
@@ -80,7 +81,7 @@ func newMetrics(s *Server) *metrics {
 	kv := func(get func(st *backends.EngineStats) float64) func() float64 {
 		return func() float64 {
 			var sum float64
-			for _, md := range s.models.Load().list {
+			for _, md := range s.models.List() {
 				st := md.Engine.Stats()
 				sum += get(&st)
 			}
@@ -133,7 +134,7 @@ func newMetrics(s *Server) *metrics {
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ruvllm_model_loaded", Help: "1 when a model is loaded and served."},
 		func() float64 {
-			if s.healthy() {
+			if s.models.Healthy() {
 				return 1
 			}
 			return 0
@@ -148,7 +149,7 @@ func newMetrics(s *Server) *metrics {
 // addModel adds the series of one served model, labelled with its id: the
 // requests it runs and queues, which the summed series cannot tell apart.
 // The label's values are the served models only, never a client's text.
-func (m *metrics) addModel(md *Model) error {
+func (m *metrics) addModel(md *session.Model) error {
 	label := prometheus.Labels{"model": md.ID}
 	for _, g := range []struct {
 		name, help string
@@ -222,7 +223,7 @@ func (h *restoreHistogram) Collect(ch chan<- prometheus.Metric) {
 	var count uint64
 	var sum float64
 	buckets := map[float64]uint64{}
-	for _, md := range h.s.models.Load().list {
+	for _, md := range h.s.models.List() {
 		st := md.Engine.Stats()
 		count += st.KV.Restores
 		sum += st.KV.RestoreSeconds
@@ -239,12 +240,10 @@ func (m *metrics) observeRequest(route string, status int, d time.Duration) {
 }
 
 // observeUsage counts the tokens of a finished generation request.
-func (m *metrics) observeUsage(u usage) {
+func (m *metrics) observeUsage(u session.Usage) {
 	m.promptTokens.Add(float64(u.PromptTokens))
 	m.generationTokens.Add(float64(u.CompletionTokens))
-	if u.PromptTokensDetails != nil {
-		m.cachedTokens.Add(float64(u.PromptTokensDetails.CachedTokens))
-	}
+	m.cachedTokens.Add(float64(u.CachedTokens))
 }
 
 func (m *metrics) observeTTFT(route string, d time.Duration) {
@@ -312,7 +311,7 @@ func (c *servingProtocol) Collect(ch chan<- prometheus.Metric) {
 	var runningKV, kvBytes int64
 	var withAdapters bool
 	var runningAdapters, waitingAdapters []string
-	for _, md := range c.s.models.Load().list {
+	for _, md := range c.s.models.List() {
 		st := md.Engine.Stats()
 		waiting += st.Queued
 		running += st.Running

@@ -22,6 +22,7 @@ import (
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // gatedBackend lets through as many Forward calls as the test allows; the
@@ -186,7 +187,7 @@ func TestServingProtocolMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(Options{})
-	if err := s.AddModel(&Model{ID: "tiny", Tokenizer: m.Tokenizer, Engine: eng, Adapters: reg}); err != nil {
+	if err := s.AddModel(&session.Model{ID: "tiny", Tokenizer: m.Tokenizer, Engine: eng, Adapters: reg}); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s)

@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/google/uuid"
+
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/openai"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // requestInfo is what a handler reports about a request for the access
@@ -49,7 +52,8 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		ri := &requestInfo{id: id, start: time.Now()}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), infoKey{}, ri)))
+		ctx := jsonhttp.WithReceived(context.WithValue(r.Context(), infoKey{}, ri), ri.start)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -124,7 +128,7 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 				// The response has begun: all that is left is to cut it off.
 				panic(http.ErrAbortHandler)
 			}
-			writeError(w, internalError("internal server error"))
+			openai.WriteError(w, session.Internal("internal server error"))
 		}()
 		next.ServeHTTP(w, r)
 	})
@@ -169,8 +173,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.opt.MaxBodyBytes {
-			writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: codeTooLarge,
-				Message: "request body is larger than the limit of " + itoa(s.opt.MaxBodyBytes) + " bytes"})
+			openai.WriteError(w, jsonhttp.TooLarge(s.opt.MaxBodyBytes))
 			return
 		}
 		if r.Body != nil {
@@ -180,43 +183,49 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// auth requires "Authorization: Bearer KEY" with one of the keys.
-func (s *Server) auth(next http.Handler) http.Handler {
-	if len(s.opt.APIKeys) == 0 {
-		return next
-	}
+// auth requires one of the keys, as "Authorization: Bearer KEY" (OpenAI,
+// ollama, llama-server) or "x-api-key: KEY" (Anthropic); a refusal is
+// written in the protocol's shape.
+func (s *Server) auth(write jsonhttp.ErrorWriter) func(http.Handler) http.Handler {
 	keys := make([][]byte, len(s.opt.APIKeys))
 	for i, k := range s.opt.APIKeys {
 		keys[i] = []byte(k)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		token, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			token, ok = strings.CutPrefix(h, "bearer ")
+	return func(next http.Handler) http.Handler {
+		if len(keys) == 0 {
+			return next
 		}
-		valid := 0
-		if ok {
-			t := []byte(strings.TrimSpace(token))
-			for _, k := range keys {
-				// Every key is compared, so the time taken does not tell
-				// which one nearly matched.
-				valid |= subtle.ConstantTimeCompare(t, k)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := r.Header.Get("Authorization")
+			token, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok {
+				token, ok = strings.CutPrefix(h, "bearer ")
 			}
-		}
-		if valid != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ruvllm"`)
-			msg := "missing API key: send it as \"Authorization: Bearer KEY\""
+			if !ok {
+				token = r.Header.Get("X-Api-Key")
+				ok = token != ""
+			}
+			valid := 0
 			if ok {
-				msg = "incorrect API key provided"
+				t := []byte(strings.TrimSpace(token))
+				for _, k := range keys {
+					// Every key is compared, so the time taken does not
+					// tell which one nearly matched.
+					valid |= subtle.ConstantTimeCompare(t, k)
+				}
 			}
-			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: codeInvalidAPIKey, Message: msg})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+			if valid != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="ruvllm"`)
+				msg := "missing API key: send it as \"Authorization: Bearer KEY\" (or \"x-api-key: KEY\")"
+				if ok {
+					msg = "incorrect API key provided"
+				}
+				write(w, &session.Error{Status: http.StatusUnauthorized, Type: session.TypeInvalidRequest, Code: codeInvalidAPIKey, Message: msg})
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 func chiRouteContext(r *http.Request) *chi.Context { return chi.RouteContext(r.Context()) }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -6,7 +6,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // modelObject is a model card. Root and parent follow vLLM: an adapter's
@@ -36,17 +38,13 @@ type modelList struct {
 	Data   []modelObject `json:"data"`
 }
 
-func (s *Server) modelObjectOf(m *Model) modelObject {
-	status := stateLoaded
-	if m.resident != nil {
-		status = s.residency.status(m.resident)
-	}
+func (s *Server) modelObjectOf(m *session.Model) modelObject {
 	return modelObject{ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "ruvllm", Root: m.ID, MaxModelLen: m.Engine.MaxLen(),
-		Status: modelStatus{Value: status.String()}}
+		Status: modelStatus{Value: s.models.State(m)}}
 }
 
 // adapterModelOf is the card of one of m's adapters.
-func (s *Server) adapterModelOf(m *Model, in lora.Info) modelObject {
+func (s *Server) adapterModelOf(m *session.Model, in lora.Info) modelObject {
 	o := s.modelObjectOf(m)
 	o.ID = in.Name
 	if !in.Created.IsZero() {
@@ -60,12 +58,12 @@ func (s *Server) adapterModelOf(m *Model, in lora.Info) modelObject {
 // listModels serves GET /v1/models: every model, the default first, then
 // each model's adapters.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	set := s.models.Load()
-	l := modelList{Object: "list", Data: make([]modelObject, 0, len(set.list))}
-	for _, m := range set.list {
+	list := s.models.List()
+	l := modelList{Object: "list", Data: make([]modelObject, 0, len(list))}
+	for _, m := range list {
 		l.Data = append(l.Data, s.modelObjectOf(m))
 	}
-	for _, m := range set.list {
+	for _, m := range list {
 		if m.Adapters == nil {
 			continue
 		}
@@ -73,24 +71,25 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 			l.Data = append(l.Data, s.adapterModelOf(m, in))
 		}
 	}
-	if card, ok := s.routerModel(set); ok {
+	if card, ok := s.routerModel(); ok {
 		l.Data = append(l.Data, card)
 	}
-	writeJSON(w, http.StatusOK, l)
+	jsonhttp.WriteJSON(w, http.StatusOK, l)
 	return nil
 }
 
 // routerModel is the router's card, listed last when there is a choice to
 // make (two models or more), so that clients that pick from the list can
 // pick it: its context is the smallest of the models'.
-func (s *Server) routerModel(set *modelSet) (modelObject, bool) {
-	name := s.routerName()
-	if name == "" || len(set.list) < 2 {
+func (s *Server) routerModel() (modelObject, bool) {
+	name := s.models.RouterName()
+	list := s.models.List()
+	if name == "" || len(list) < 2 {
 		return modelObject{}, false
 	}
-	o := modelObject{ID: name, Object: "model", Created: set.list[0].Created.Unix(), OwnedBy: "ruvllm", Root: name,
-		MaxModelLen: set.list[0].Engine.MaxLen(), Status: modelStatus{Value: stateLoaded.String()}}
-	for _, m := range set.list[1:] {
+	o := modelObject{ID: name, Object: "model", Created: list[0].Created.Unix(), OwnedBy: "ruvllm", Root: name,
+		MaxModelLen: list[0].Engine.MaxLen(), Status: modelStatus{Value: "loaded"}}
+	for _, m := range list[1:] {
 		o.MaxModelLen = min(o.MaxModelLen, m.Engine.MaxLen())
 	}
 	return o, true
@@ -104,23 +103,23 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	if id == "" || strings.Contains(id, "\x00") {
 		return pathNotFound(r)
 	}
-	if card, ok := s.routerModel(s.models.Load()); ok && id == card.ID {
-		writeJSON(w, http.StatusOK, card)
+	if card, ok := s.routerModel(); ok && id == card.ID {
+		jsonhttp.WriteJSON(w, http.StatusOK, card)
 		return nil
 	}
-	t, err := s.resolveModel(id)
+	t, err := s.models.Resolve(id, "model")
 	if err != nil {
 		return err
 	}
-	if t.adapter == "" {
-		writeJSON(w, http.StatusOK, s.modelObjectOf(t.model))
+	if t.Adapter == "" {
+		jsonhttp.WriteJSON(w, http.StatusOK, s.modelObjectOf(t.Model))
 		return nil
 	}
-	in, gerr := t.model.Adapters.Get(t.adapter)
+	in, gerr := t.Model.Adapters.Get(t.Adapter)
 	if gerr != nil {
 		return adapterError(gerr, adapterParams{name: "model"})
 	}
-	writeJSON(w, http.StatusOK, s.adapterModelOf(t.model, in))
+	jsonhttp.WriteJSON(w, http.StatusOK, s.adapterModelOf(t.Model, in))
 	return nil
 }
 
@@ -132,28 +131,28 @@ const (
 
 // modelAction reads {"model": NAME} naming a served model loaded on
 // demand.
-func (s *Server) modelAction(r *http.Request) (*Model, *apiError) {
-	f, err := readObject(r)
+func (s *Server) modelAction(r *http.Request) (*session.Model, error) {
+	f, err := jsonhttp.Read(r)
 	if err != nil {
 		return nil, err
 	}
-	name, ok, err := f.str("model")
+	name, ok, err := f.Str("model")
 	if err != nil {
 		return nil, err
 	}
 	if !ok || name == "" {
-		return nil, invalid("model", codeMissing, "model is required")
+		return nil, session.Invalid("model", session.CodeMissing, "model is required")
 	}
-	if err := f.unknown(); err != nil {
+	if err := f.Unknown(); err != nil {
 		return nil, err
 	}
-	m, err := s.lookupModel(name)
+	m, err := s.models.Lookup(name, "model")
 	if err != nil {
 		return nil, err
 	}
-	if m.resident == nil {
-		return nil, &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Param: "model", Code: codeModelPinned,
-			Message: "the model " + quote(m.ID) + " is loaded for good, not on demand"}
+	if !m.OnDemand() {
+		return nil, &session.Error{Status: http.StatusBadRequest, Type: session.TypeInvalidRequest, Param: "model", Code: codeModelPinned,
+			Message: "the model " + session.Quote(m.ID) + " is loaded for good, not on demand"}
 	}
 	return m, nil
 }
@@ -166,12 +165,12 @@ func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.holdModel(r.Context(), m)
+	release, err := s.models.Hold(r.Context(), m)
 	if err != nil {
 		return err
 	}
 	release(nil)
-	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]bool{"success": true})
 	return nil
 }
 
@@ -182,10 +181,10 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, busy := s.residency.unloadNow(m.resident); busy != nil {
-		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Param: "model", Code: codeModelBusy,
-			Message: "the model " + quote(m.ID) + " cannot be unloaded now: " + busy.Error()}
+	if _, busy := s.models.UnloadModel(m); busy != nil {
+		return &session.Error{Status: http.StatusConflict, Type: session.TypeInvalidRequest, Param: "model", Code: codeModelBusy,
+			Message: "the model " + session.Quote(m.ID) + " cannot be unloaded now: " + busy.Error()}
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]bool{"success": true})
 	return nil
 }

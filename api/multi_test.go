@@ -14,6 +14,7 @@ import (
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/chat"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // multiServer serves two fake models, "alpha" (the default) and "beta",
@@ -63,7 +64,7 @@ func newMultiServer(t *testing.T) *multiServer {
 			t.Fatal(err)
 		}
 		ms.dirs[md.id] = dir
-		if err := ms.api.AddModel(&Model{ID: md.id, Tokenizer: tk, Chat: templateChat{tmpl}, Engine: eng, Adapters: reg}); err != nil {
+		if err := ms.api.AddModel(&session.Model{ID: md.id, Tokenizer: tk, Chat: templateChat{tmpl}, Engine: eng, Adapters: reg}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,19 +191,19 @@ func TestTwoModels(t *testing.T) {
 			says                     []string
 		}{
 			{"unknown model", "POST", "/v1/chat/completions", `{"model":"gamma","messages":[{"role":"user","content":"hi"}]}`,
-				404, codeModelNotFound, []string{`"gamma"`, `"alpha" and "beta"`}},
+				404, session.CodeModelNotFound, []string{`"gamma"`, `"alpha" and "beta"`}},
 			{"unknown model before the template", "POST", "/v1/chat/completions", `{"model":"gamma","messages":[{"role":"user","content":"boom"}]}`,
-				404, codeModelNotFound, nil},
-			{"unknown model in embeddings", "POST", "/v1/embeddings", `{"model":"gamma","input":"x"}`, 404, codeModelNotFound, []string{`"alpha" and "beta"`}},
-			{"unknown model in tokenize", "POST", "/tokenize", `{"model":"gamma","content":"x"}`, 404, codeModelNotFound, []string{`"alpha"`}},
-			{"unknown model card", "GET", "/v1/models/gamma", "", 404, codeModelNotFound, []string{`"beta"`}},
-			{"adapter of the other model", "POST", "/v1/completions", `{"model":"alpha:only-b","prompt":"x"}`, 404, codeModelNotFound, nil},
-			{"adapter on two models", "POST", "/v1/completions", `{"model":"shared","prompt":"x"}`, 400, codeAmbiguousModel,
+				404, session.CodeModelNotFound, nil},
+			{"unknown model in embeddings", "POST", "/v1/embeddings", `{"model":"gamma","input":"x"}`, 404, session.CodeModelNotFound, []string{`"alpha" and "beta"`}},
+			{"unknown model in tokenize", "POST", "/tokenize", `{"model":"gamma","content":"x"}`, 404, session.CodeModelNotFound, []string{`"alpha"`}},
+			{"unknown model card", "GET", "/v1/models/gamma", "", 404, session.CodeModelNotFound, []string{`"beta"`}},
+			{"adapter of the other model", "POST", "/v1/completions", `{"model":"alpha:only-b","prompt":"x"}`, 404, session.CodeModelNotFound, nil},
+			{"adapter on two models", "POST", "/v1/completions", `{"model":"shared","prompt":"x"}`, 400, session.CodeAmbiguousModel,
 				[]string{`"shared"`, `"alpha" and "beta"`, `"alpha:shared"`}},
-			{"adapter on two models, card", "GET", "/v1/models/shared", "", 400, codeAmbiguousModel, []string{`"alpha" and "beta"`}},
-			{"adapter on two models, adapter route", "GET", "/v1/adapters/shared", "", 400, codeAmbiguousModel, []string{`"alpha" and "beta"`}},
+			{"adapter on two models, card", "GET", "/v1/models/shared", "", 400, session.CodeAmbiguousModel, []string{`"alpha" and "beta"`}},
+			{"adapter on two models, adapter route", "GET", "/v1/adapters/shared", "", 400, session.CodeAmbiguousModel, []string{`"alpha" and "beta"`}},
 			{"base_model that is no model", "POST", "/v1/load_lora_adapter", `{"lora_name":"x","lora_path":"y","base_model":"gamma"}`,
-				404, codeModelNotFound, []string{`"gamma"`}},
+				404, session.CodeModelNotFound, []string{`"gamma"`}},
 		} {
 			resp, b := do(t, tc.method, ms.URL+tc.path, tc.body)
 			wantError(t, tc.name, resp, b, tc.status, tc.code, "")
@@ -321,14 +322,14 @@ func TestAddModel(t *testing.T) {
 	eng := newFakeEngine(tk)
 	for _, tc := range []struct {
 		name string
-		m    *Model
+		m    *session.Model
 		ok   bool
 	}{
-		{"first", &Model{ID: "one", Tokenizer: tk, Engine: eng}, true},
-		{"second", &Model{ID: "two", Tokenizer: tk, Engine: eng}, true},
-		{"same id", &Model{ID: "one", Tokenizer: tk, Engine: eng}, false},
-		{"no id", &Model{Tokenizer: tk, Engine: eng}, false},
-		{"no engine", &Model{ID: "three", Tokenizer: tk}, false},
+		{"first", &session.Model{ID: "one", Tokenizer: tk, Engine: eng}, true},
+		{"second", &session.Model{ID: "two", Tokenizer: tk, Engine: eng}, true},
+		{"same id", &session.Model{ID: "one", Tokenizer: tk, Engine: eng}, false},
+		{"no id", &session.Model{Tokenizer: tk, Engine: eng}, false},
+		{"no engine", &session.Model{ID: "three", Tokenizer: tk}, false},
 		{"nil", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,11 +338,11 @@ func TestAddModel(t *testing.T) {
 			}
 		})
 	}
-	if got, err := s.resolveModel(""); err != nil || got.model.ID != "one" {
+	if got, err := s.Models().Resolve("", "model"); err != nil || got.Model.ID != "one" {
 		t.Errorf("default %+v, %v", got, err)
 	}
 	hs := httptest.NewServer(s)
 	defer hs.Close()
 	resp, b := do(t, "POST", hs.URL+"/v1/chat/completions", `{"model":"two","messages":[{"role":"user","content":"hi"}]}`)
-	wantError(t, "chat without a template", resp, b, 400, codeUnsupported, "no chat template")
+	wantError(t, "chat without a template", resp, b, 400, session.CodeUnsupported, "no chat template")
 }

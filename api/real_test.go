@@ -25,6 +25,7 @@ import (
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/chat"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // storiesGreedy is what stories260K continues "Once upon a time" with,
@@ -61,7 +62,7 @@ type realOptions struct {
 	maxResident     int
 	maxAdapterBytes int64
 	// wrap, when set, wraps the engine the server sees.
-	wrap func(Engine) Engine
+	wrap func(session.Engine) session.Engine
 	// shared, when set, names another model file of ../shared to serve
 	// (its id is the file name without .gguf).
 	shared []string
@@ -93,7 +94,7 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	am := &Model{ID: id, Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
+	am := &session.Model{ID: id, Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
 	if o.template != "" {
 		src, err := os.ReadFile(shared.Path(t, "templates", o.template))
 		if err != nil {
@@ -307,11 +308,11 @@ func TestRealModel(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-9", Messages: userMessage("hi")})
 		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != codeModelNotFound {
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != session.CodeModelNotFound {
 			t.Errorf("unknown model: %v", err)
 		}
 		_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "stories260K", Messages: userMessage("hi"), MaxTokens: openai.Int(100000)})
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != codeContextLength || apiErr.Param != "max_tokens" {
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != session.CodeContextLength || apiErr.Param != "max_tokens" {
 			t.Errorf("context: %v", err)
 		}
 		stream := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "stories260K", Messages: userMessage("hi"), Temperature: openai.Float(3)})

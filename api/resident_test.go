@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/models/chat"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // closingEngine is a fake engine loaded on demand, which counts its closes.
@@ -45,7 +46,7 @@ func demandServer(t *testing.T, o Options, models ...*demandModel) (*httptest.Se
 	s := New(o)
 	for _, dm := range models {
 		dm := dm
-		load := func() (LoadedEngine, error) {
+		load := func() (session.LoadedEngine, error) {
 			time.Sleep(dm.delay)
 			if dm.fail.Load() {
 				return nil, errors.New("out of memory")
@@ -57,7 +58,7 @@ func demandServer(t *testing.T, o Options, models ...*demandModel) (*httptest.Se
 			}
 			return closingEngine{eng, &dm.closes}, nil
 		}
-		if err := s.AddModel(&Model{ID: dm.id, Tokenizer: tk, Chat: templateChat{tmpl}, Load: load, MaxLen: 256}); err != nil {
+		if err := s.AddModel(&session.Model{ID: dm.id, Tokenizer: tk, Chat: templateChat{tmpl}, Load: load, MaxLen: 256}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +148,7 @@ func TestKeepAlive(t *testing.T) {
 	}
 	for _, bad := range []string{`"soon"`, `true`, `[1]`, `"1e999"`} {
 		resp, b := do(t, "POST", hs.URL+"/v1/completions", completion("a", `,"keep_alive":`+bad))
-		wantError(t, "keep_alive "+bad, resp, b, 400, codeInvalidValue, "keep_alive")
+		wantError(t, "keep_alive "+bad, resp, b, 400, session.CodeInvalidValue, "keep_alive")
 	}
 }
 
@@ -156,7 +157,7 @@ func TestMaxLoaded(t *testing.T) {
 	slow := make(chan struct{})
 	// a's engine streams slowly, so that a request can hold it.
 	a.setup = func(e *fakeEngine) { e.delay = 20 * time.Millisecond }
-	hs, _ := demandServer(t, Options{MaxLoaded: 1, KeepAlive: KeepForever}, a, b)
+	hs, _ := demandServer(t, Options{MaxLoaded: 1, KeepAlive: session.KeepForever}, a, b)
 	if resp, body := do(t, "POST", hs.URL+"/v1/completions", completion("a", "")); resp.StatusCode != 200 {
 		t.Fatalf("a: %d %s", resp.StatusCode, body)
 	}
@@ -192,7 +193,7 @@ func TestLoadFailure(t *testing.T) {
 	a.fail.Store(true)
 	hs, _ := demandServer(t, Options{}, a)
 	resp, b := do(t, "POST", hs.URL+"/v1/completions", completion("a", ""))
-	wantError(t, "a failed load", resp, b, 503, codeModelLoad, "out of memory")
+	wantError(t, "a failed load", resp, b, 503, session.CodeModelLoad, "out of memory")
 	a.fail.Store(false)
 	if resp, b := do(t, "POST", hs.URL+"/v1/completions", completion("a", "")); resp.StatusCode != 200 {
 		t.Fatalf("the retry: %d %s", resp.StatusCode, b)
@@ -202,9 +203,9 @@ func TestLoadFailure(t *testing.T) {
 func TestLoadAndUnloadRoutes(t *testing.T) {
 	a := &demandModel{id: "a"}
 	a.setup = func(e *fakeEngine) { e.delay = 20 * time.Millisecond }
-	hs, s := demandServer(t, Options{KeepAlive: KeepForever}, a)
+	hs, s := demandServer(t, Options{KeepAlive: session.KeepForever}, a)
 	tk := testTokenizer(t)
-	if err := s.AddModel(&Model{ID: "pinned", Tokenizer: tk, Engine: newFakeEngine(tk)}); err != nil {
+	if err := s.AddModel(&session.Model{ID: "pinned", Tokenizer: tk, Engine: newFakeEngine(tk)}); err != nil {
 		t.Fatal(err)
 	}
 	resp, b := do(t, "POST", hs.URL+"/models/load", `{"model":"a"}`)
@@ -219,12 +220,12 @@ func TestLoadAndUnloadRoutes(t *testing.T) {
 		defer close(done)
 		doCtx(ctx, hs.URL+"/v1/completions", `{"model":"a","prompt":"Hello","max_tokens":200}`)
 	}()
-	eventually(t, "the long request running", func() bool { return statusOf(t, hs.URL, "a") == "loaded" && s.residency.leases(a.id) > 0 })
+	eventually(t, "the long request running", func() bool { return statusOf(t, hs.URL, "a") == "loaded" && s.models.Leases(a.id) > 0 })
 	resp, b = do(t, "POST", hs.URL+"/models/unload", `{"model":"a"}`)
 	wantError(t, "unload in use", resp, b, 409, codeModelBusy, "requests are using it")
 	cancel()
 	<-done
-	eventually(t, "unused", func() bool { return s.residency.leases(a.id) == 0 })
+	eventually(t, "unused", func() bool { return s.models.Leases(a.id) == 0 })
 	resp, b = do(t, "POST", hs.URL+"/models/unload", `{"model":"a"}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("unload: %d %s", resp.StatusCode, b)
@@ -232,9 +233,9 @@ func TestLoadAndUnloadRoutes(t *testing.T) {
 	eventually(t, "unloaded", func() bool { return statusOf(t, hs.URL, "a") == "unloaded" })
 	for _, tc := range []struct{ body, code string }{
 		{`{"model":"pinned"}`, codeModelPinned},
-		{`{"model":"nope"}`, codeModelNotFound},
-		{`{}`, codeMissing},
-		{`{"model":"a","x":1}`, codeUnknownParam},
+		{`{"model":"nope"}`, session.CodeModelNotFound},
+		{`{}`, session.CodeMissing},
+		{`{"model":"a","x":1}`, session.CodeUnknownParam},
 	} {
 		resp, b := do(t, "POST", hs.URL+"/models/unload", tc.body)
 		if e := decode[errorBody](t, b); resp.StatusCode < 400 || deref(e.Error.Code) != tc.code {
@@ -245,7 +246,7 @@ func TestLoadAndUnloadRoutes(t *testing.T) {
 
 func TestCloseUnloadsEverything(t *testing.T) {
 	a, b := &demandModel{id: "a"}, &demandModel{id: "b"}
-	hs, s := demandServer(t, Options{KeepAlive: KeepForever}, a, b)
+	hs, s := demandServer(t, Options{KeepAlive: session.KeepForever}, a, b)
 	for _, id := range []string{"a", "b"} {
 		if resp, body := do(t, "POST", hs.URL+"/v1/completions", completion(id, "")); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", id, resp.StatusCode, body)
@@ -268,21 +269,9 @@ func TestClientLeavesWhileLoading(t *testing.T) {
 	// The load goes on without its client; nobody holds the model, so its
 	// keep-alive unloads it.
 	eventually(t, "loaded then unloaded", func() bool { return a.loads.Load() == 1 && a.closes.Load() == 1 })
-	if n := s.residency.leases(a.id); n != 0 {
+	if n := s.models.Leases(a.id); n != 0 {
 		t.Fatalf("%d leases left", n)
 	}
-}
-
-// leases counts the requests holding model id.
-func (rs *residency) leases(id string) int {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	for _, r := range rs.list {
-		if r.m.ID == id {
-			return r.leases
-		}
-	}
-	return -1
 }
 
 // doCtx posts body to url until ctx ends, ignoring the outcome.

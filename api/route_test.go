@@ -14,6 +14,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models"
+	"github.com/ruvllm/ruvllm/session"
 	"github.com/ruvllm/ruvllm/sona"
 )
 
@@ -63,9 +64,9 @@ func startRouteServer(t *testing.T, store string) *routeServer {
 			}
 			return &engineWithBackend{eng, b}, nil
 		}
-		am := &Model{ID: m.id, Tokenizer: m.model.Tokenizer, Chat: m.model}
+		am := &session.Model{ID: m.id, Tokenizer: m.model.Tokenizer, Chat: m.model}
 		if m.onDemand {
-			am.Load = func() (LoadedEngine, error) { return open() }
+			am.Load = func() (session.LoadedEngine, error) { return open() }
 			am.MaxLen = 256
 		} else {
 			eng, err := open()
@@ -357,40 +358,5 @@ func TestRouterAvoidsAModelThatFailsToLoad(t *testing.T) {
 	// Exploration may try it again now and then, never often.
 	if failed == 0 || failed > 6 || late > 2 {
 		t.Errorf("%d of 40 requests went to the model that fails to load, %d of the last 20", failed, late)
-	}
-}
-
-// TestRouteText: the router reads a chat's message contents (strings and
-// text parts) or a text completion's prompts, and the token cap, from the
-// raw request, without marking fields as read.
-func TestRouteText(t *testing.T) {
-	for _, tc := range []struct {
-		name, body, text string
-		maxTokens        int
-	}{
-		{"chat", `{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}], "max_tokens": 7}`, "Be brief.\nHi there", 7},
-		{"content parts", `{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "b"}]}], "max_completion_tokens": 3, "max_tokens": 9}`, "a\nb", 3},
-		{"prompt", `{"prompt": "Once upon a time"}`, "Once upon a time", 0},
-		{"prompts", `{"prompt": ["one", "two"], "max_tokens": 0}`, "one\ntwo", 0},
-		{"token ids", `{"prompt": [1, 2, 3]}`, "", 0},
-		{"malformed", `{"messages": "hello", "max_tokens": "many"}`, "", 0},
-		{"a lone surrogate", `{"prompt": "caf\udce9"}`, "caf\uFFFD", 0},
-		{"empty messages", `{"messages": [{"role": "user", "content": ""}, {"role": "user", "content": "x"}]}`, "x", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f, err := objectFields(json.RawMessage(tc.body), "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := routeText(f); got != tc.text {
-				t.Errorf("text %q, want %q", got, tc.text)
-			}
-			if got := routeMaxTokens(f); got != tc.maxTokens {
-				t.Errorf("max tokens %d, want %d", got, tc.maxTokens)
-			}
-			if len(f.used) != 0 {
-				t.Errorf("fields marked as read: %v", f.used)
-			}
-		})
 	}
 }

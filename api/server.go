@@ -3,101 +3,33 @@ package api
 import (
 	"context"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/backends"
-	"github.com/ruvllm/ruvllm/lora"
-	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 	"github.com/ruvllm/ruvllm/sona"
 )
 
-// Engine is what the API needs of backends.Engine: a queue that runs
-// generation requests and embeddings on one loaded model.
-type Engine interface {
-	// Submit queues r; events arrive on the returned stream until its
-	// channel closes. Cancelling ctx stops the request and frees its slot.
-	Submit(ctx context.Context, r backends.Request) (*backends.Stream, error)
-	// Embed returns the mean-pooled, L2-normalised final hidden states of
-	// tokens.
-	Embed(ctx context.Context, tokens []tokenizer.ID) ([]float32, error)
-	// Stats reports the queue, the running requests and the KV memory.
-	Stats() backends.EngineStats
-	// MaxLen is the most tokens (prompt plus generated) one request holds.
-	MaxLen() int
-}
-
-// ChatRenderer turns chat messages into a prompt with the model's chat
-// template; *models.Model is one.
-type ChatRenderer interface {
-	RenderChat(messages []map[string]any, tools []any, addGenerationPrompt bool) (string, error)
-}
-
-// Model is a loaded model as the API serves it; a Server serves several,
-// each with its own engine, tokenizer, chat template and adapters.
-type Model struct {
-	// ID is the model's name in the API: what clients pass as "model".
-	ID string
-	// Created is when the model was loaded; zero means when AddModel ran.
-	Created   time.Time
-	Tokenizer *tokenizer.Tokenizer
-	// Chat renders chat completions' prompts; a model without one serves
-	// everything but chat completions.
-	Chat ChatRenderer
-	// Engine runs the model. A model loaded on demand leaves it nil and
-	// sets Load instead; AddModel then puts a stand-in here.
-	Engine Engine
-	// Load, when not nil, makes the model one loaded on demand: its engine
-	// is loaded when a request needs it and unloaded when idle for its
-	// keep-alive or to make room (Options.MaxLoaded).
-	Load Loader
-	// MaxLen is the context a model on demand will have, which listings
-	// report before its first load.
-	MaxLen int
-	// Adapters are the LoRA adapters of the model, which requests name as
-	// "ID:ADAPTER" or "ADAPTER"; nil turns the adapter routes off (they
-	// answer 404). The registry's BaseModel should be ID.
-	Adapters *lora.Registry
-	// MaxAdapterBytes is the registry's MaxUploadBytes, so that an upload
-	// declaring a larger body is refused before any of it is read; 0 means
-	// lora.DefaultMaxUploadBytes.
-	MaxAdapterBytes int64
-	// Feedback are the model's feedback sinks (POST /v1/feedback), such as
-	// the trainer of its MicroLoRA adapters.
-	Feedback []FeedbackSink
-
-	// vocabs caches the vocabularies of constrained outputs; AddModel
-	// makes it.
-	vocabs *vocabCache
-	// tools is how the model's template treats tools, which AddModel
-	// reads from the template.
-	tools toolStyle
-	// resident is the state of a model on demand; nil for one loaded for
-	// good.
-	resident *resident
-}
-
-// Defaults of Options.
-const (
-	DefaultMaxN         = 16
-	DefaultMaxBodyBytes = 8 << 20
-)
+// DefaultMaxBodyBytes is Options.MaxBodyBytes when it is 0.
+const DefaultMaxBodyBytes = 8 << 20
 
 // Options configure a Server; the zero value serves without auth, CORS or
 // logging, with llama.cpp's default sampling for fields a request leaves
 // out.
 type Options struct {
-	// Version is reported as system_fingerprint.
+	// Version is reported as system_fingerprint and by the version routes.
 	Version string
-	// APIKeys, when not empty, are the bearer tokens every endpoint but
-	// /health requires.
+	// APIKeys, when not empty, are the keys every endpoint but /health
+	// requires, as "Authorization: Bearer KEY" or Anthropic's "x-api-key:
+	// KEY".
 	APIKeys []string
 	// MaxN caps a request's choices (n, times the prompts of a text
-	// completion); 0 means DefaultMaxN.
+	// completion); 0 means session.DefaultMaxN.
 	MaxN int
 	// MaxBodyBytes caps a request body (413 beyond); 0 means
 	// DefaultMaxBodyBytes.
@@ -112,9 +44,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// Feedback are the server's feedback sinks, which receive the feedback
 	// on every model (after the model's own).
-	Feedback []FeedbackSink
+	Feedback []session.FeedbackSink
 	// FeedbackWindow is how long a completion is kept for feedback on it
-	// by completion_id; 0 means DefaultFeedbackWindow.
+	// by completion_id; 0 means session.DefaultFeedbackWindow.
 	FeedbackWindow time.Duration
 	// MaxLoaded is the most models on demand loaded at once (0: no
 	// limit): loading another first unloads the least recently used idle
@@ -122,70 +54,98 @@ type Options struct {
 	MaxLoaded int
 	// KeepAlive is how long a model on demand stays loaded after its last
 	// request, unless the request says otherwise (keep_alive); 0 means
-	// DefaultKeepAlive, negative until it must make room.
+	// session.DefaultKeepAlive, negative until it must make room.
 	KeepAlive time.Duration
-	// Router, when not nil, chooses the model of the chat and text
-	// completions that name RouterName, learns from how they turn out
-	// and from ratings (POST /v1/feedback); the server does not close it.
+	// Router, when not nil, chooses the model of the generations that
+	// name RouterName, learns from how they turn out and from ratings
+	// (POST /v1/feedback); the server does not close it.
 	Router *sona.Router
 	// RouterName is the model name that asks for the router; "" means
-	// DefaultRouterName.
+	// session.DefaultRouterName.
 	RouterName string
 	// RouteAdapters lets the router choose the models' adapters too.
 	RouteAdapters bool
+	// Reasoning is how thinking models' reasoning reaches clients by
+	// default (llama-server's --reasoning-format).
+	Reasoning session.ReasoningFormat
+}
+
+// Protocol is a wire package: the routes of one protocol and the shape of
+// its errors. Adding a protocol is one package and one line in protocols.
+type Protocol interface {
+	Routes(r chi.Router)
+	WriteError(w http.ResponseWriter, e *session.Error)
 }
 
 // Server is the HTTP API over a set of models. It answers 503 until
 // AddModel gives it the first, so that a client can watch /health while the
 // models load.
 type Server struct {
-	opt      Options
-	sampling backends.Params
-	// models is the published set (see modelSet); addMu serialises the
-	// AddModel calls that replace it.
-	models atomic.Pointer[modelSet]
-	// starting is set while the models the server starts with load
-	// (SetStarting).
-	starting atomic.Bool
-	addMu    sync.Mutex
-	metrics  *metrics
-	handler  http.Handler
-	// recent are the completions kept for feedback on them.
-	recent completionStore
-	// residency loads and unloads the models on demand.
-	residency *residency
+	opt     Options
+	models  *session.Models
+	metrics *metrics
+	handler http.Handler
+	openai  *openai.API
 }
 
 // New returns a Server with no model yet.
 func New(o Options) *Server {
-	if o.MaxN <= 0 {
-		o.MaxN = DefaultMaxN
-	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if o.FeedbackWindow <= 0 {
-		o.FeedbackWindow = DefaultFeedbackWindow
-	}
-	s := &Server{opt: o, sampling: backends.DefaultParams(), residency: newResidency(o.MaxLoaded, o.KeepAlive)}
-	s.recent.window = o.FeedbackWindow
-	s.models.Store(&modelSet{})
-	if o.Sampling != nil {
-		s.sampling = *o.Sampling
-	}
+	s := &Server{opt: o}
 	s.metrics = newMetrics(s)
-	s.residency.metrics = s.metrics
+	s.models = session.New(session.Options{
+		MaxN: o.MaxN, Sampling: o.Sampling, FeedbackWindow: o.FeedbackWindow, MaxLoaded: o.MaxLoaded, KeepAlive: o.KeepAlive,
+		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning,
+		OnModelLoad:   func() { s.metrics.modelLoads.Inc() },
+		OnModelUnload: func(why string) { s.metrics.modelUnloads.WithLabelValues(why).Inc() },
+		OnGeneration:  s.account,
+	})
+	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure,
+		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.handler = s.routes()
 	return s
 }
 
+// Models are the served models, which the protocols' sessions run on.
+func (s *Server) Models() *session.Models { return s.models }
+
+// AddModel serves m from now on, beside the models already served; the
+// first model added is the default.
+func (s *Server) AddModel(m *session.Model) error {
+	if err := s.models.AddModel(m); err != nil {
+		return err
+	}
+	return s.metrics.addModel(m)
+}
+
+// Ready reports whether at least one model is served.
+func (s *Server) Ready() bool { return s.models.Ready() }
+
+// SetStarting marks the models the server starts with as loading (true) or
+// loaded (false). Until they are loaded /health answers 503, as
+// llama-server's does while it loads, so that a load balancer or a
+// readiness probe sends nothing that would wait for the load; requests
+// that come anyway wait for it.
+func (s *Server) SetStarting(v bool) { s.models.SetStarting(v) }
+
+// LoadModel loads the model named id, if it is loaded on demand and not
+// loaded yet; a server preloads its models with it.
+func (s *Server) LoadModel(ctx context.Context, id string) error { return s.models.LoadModel(ctx, id) }
+
 // Close unloads the models loaded on demand, waiting for the requests that
 // use them; the server answers 503 to those that would load one after it.
 // Models loaded for good are their owner's to close.
-func (s *Server) Close() { s.residency.close() }
+func (s *Server) Close() { s.models.Close() }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// protocols are the wire packages the server speaks.
+func (s *Server) protocols() []Protocol {
+	return []Protocol{s.openai}
+}
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
@@ -194,18 +154,23 @@ func (s *Server) routes() http.Handler {
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
+	for _, p := range s.protocols() {
+		r.Group(func(r chi.Router) {
+			r.Use(s.auth(p.WriteError), s.limitBody, s.requireModel(p.WriteError))
+			p.Routes(r)
+		})
+	}
 	r.Group(func(r chi.Router) {
-		r.Use(s.auth)
+		r.Use(s.auth(openai.WriteError))
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitBody)
 			r.Get("/metrics", s.metrics.serve)
 			r.Group(func(r chi.Router) {
-				r.Use(s.requireModel)
-				r.Post("/v1/chat/completions", s.handle(s.chatCompletions))
-				r.Post("/v1/completions", s.handle(s.completions))
-				r.Post("/v1/embeddings", s.handle(s.embeddings))
-				r.Get("/v1/models", s.handle(s.listModels))
-				r.Get("/v1/models/*", s.handle(s.getModel))
+				r.Use(s.requireModel(openai.WriteError))
+				for _, prefix := range []string{"/v1", ""} {
+					r.Get(prefix+"/models", s.handle(s.listModels))
+					r.Get(prefix+"/models/*", s.handle(s.getModel))
+				}
 				r.Post("/tokenize", s.handle(s.tokenize))
 				r.Post("/detokenize", s.handle(s.detokenize))
 				r.Get("/v1/adapters", s.handle(s.listAdapters))
@@ -220,42 +185,66 @@ func (s *Server) routes() http.Handler {
 		})
 		// An upload has its own limit, the adapter size (MaxAdapterBytes),
 		// far above MaxBodyBytes.
-		r.With(s.requireModel).Post("/v1/adapters", s.handle(s.uploadAdapter))
+		r.With(s.requireModel(openai.WriteError)).Post("/v1/adapters", s.handle(s.uploadAdapter))
 	})
 	return r
 }
 
-// requireModel answers 503 until a model is served.
-func (s *Server) requireModel(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.Ready() {
-			writeError(w, loadingError())
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// handle adapts a handler of the server's own routes, whose errors have
+// OpenAI's shape.
+func (s *Server) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return jsonhttp.Handler(h, openai.WriteError, s.logFailure)
 }
 
-func loadingError() *apiError {
-	return &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: codeLoading, Message: "the model is loading", RetryAfter: 1}
+// logFailure logs a failure of the server's own.
+func (s *Server) logFailure(r *http.Request, err error) {
+	s.opt.Logger.Error().Str("request_id", info(r.Context()).id).Err(err).Msg("request failed")
+}
+
+// account records a generation's tokens and time to first token for the
+// access log and the metrics, however it ended.
+func (s *Server) account(ctx context.Context, g *session.Generation) {
+	u := g.Usage()
+	ttft := g.Timings().TTFT()
+	if ri, ok := ctx.Value(infoKey{}).(*requestInfo); ok {
+		ri.promptTokens, ri.completionTokens, ri.ttft = u.PromptTokens, u.CompletionTokens, ttft
+	}
+	s.metrics.observeUsage(u)
+	if ttft > 0 {
+		s.metrics.observeTTFT(g.Route(), ttft)
+	}
+}
+
+// requireModel answers 503 until a model is served.
+func (s *Server) requireModel(write jsonhttp.ErrorWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !s.Ready() {
+				write(w, session.Loading())
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // health is llama-server's /health: 200 {"status":"ok"} once a model is
 // served and the models the server starts with are loaded, 503 before.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	if !s.healthy() {
-		return loadingError()
+	if !s.models.Healthy() {
+		return session.Loading()
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
 
 // notFound is a JSON 404 for an unknown path.
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) { writeError(w, pathNotFound(r)) }
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	openai.WriteError(w, pathNotFound(r))
+}
 
-func pathNotFound(r *http.Request) *apiError {
-	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: codeNotFound,
-		Message: "invalid URL (" + r.Method + " " + r.URL.Path + ")"}
+func pathNotFound(r *http.Request) *session.Error {
+	return session.NotFound("", codeNotFound, "invalid URL (%s %s)", r.Method, r.URL.Path)
 }
 
 // methodNotAllowed is a JSON 405 that lists the allowed methods in Allow,
@@ -268,7 +257,7 @@ func (s *Server) methodNotAllowed(mux *chi.Mux) http.HandlerFunc {
 				w.Header().Add("Allow", m)
 			}
 		}
-		writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: codeMethod,
+		openai.WriteError(w, &session.Error{Status: http.StatusMethodNotAllowed, Type: session.TypeInvalidRequest, Code: codeMethod,
 			Message: "method " + r.Method + " is not allowed for " + r.URL.Path})
 	}
 }

@@ -6,7 +6,10 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // maxDetokenize bounds the ids of one /detokenize request.
@@ -43,30 +46,34 @@ type vllmTokenized struct {
 // completion would feed them to the model, so the count is what the
 // request would cost.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
-	f, err := readObject(r)
+	f, err := jsonhttp.Read(r)
 	if err != nil {
 		return err
 	}
-	t, err := s.requestModel(f, "")
+	name, _, err := f.Str("model")
 	if err != nil {
 		return err
 	}
-	m := t.model
-	if !f.has("content") && (f.has("prompt") || f.has("messages")) {
+	t, err := s.models.Resolve(name, "model")
+	if err != nil {
+		return err
+	}
+	m := t.Model
+	if !f.Has("content") && (f.Has("prompt") || f.Has("messages")) {
 		return s.tokenizeVLLM(w, f, m)
 	}
-	addSpecial, _, err := f.boolean("add_special")
+	addSpecial, _, err := f.Bool("add_special")
 	if err != nil {
 		return err
 	}
-	parseSpecial, ok, err := f.boolean("parse_special")
+	parseSpecial, ok, err := f.Bool("parse_special")
 	if err != nil {
 		return err
 	}
 	if !ok {
 		parseSpecial = true
 	}
-	withPieces, _, err := f.boolean("with_pieces")
+	withPieces, _, err := f.Bool("with_pieces")
 	if err != nil {
 		return err
 	}
@@ -74,11 +81,11 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := f.unknown(); err != nil {
+	if err := f.Unknown(); err != nil {
 		return err
 	}
 	if !withPieces {
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
+		jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"tokens": ids})
 		return nil
 	}
 	out := make([]pieceToken, len(ids))
@@ -86,25 +93,25 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) error {
 		p := m.Tokenizer.Piece(id)
 		out[i] = pieceToken{ID: id, Piece: p}
 		if !utf8.ValidString(p) {
-			out[i].Piece = byteList(p)
+			out[i].Piece = byteValues(p)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]any{"tokens": out})
 	return nil
 }
 
 // tokenizeVLLM answers vLLM's shape of /tokenize: a prompt, or messages.
-func (s *Server) tokenizeVLLM(w http.ResponseWriter, f *fields, m *Model) error {
-	addSpecial, hasAddSpecial, err := f.boolean("add_special_tokens")
+func (s *Server) tokenizeVLLM(w http.ResponseWriter, f *jsonhttp.Fields, m *session.Model) error {
+	addSpecial, hasAddSpecial, err := f.Bool("add_special_tokens")
 	if err != nil {
 		return err
 	}
-	withStrs, _, err := f.boolean("return_token_strs")
+	withStrs, _, err := f.Bool("return_token_strs")
 	if err != nil {
 		return err
 	}
 	var ids []tokenizer.ID
-	if text, ok, err := f.str("prompt"); err != nil {
+	if text, ok, err := f.Str("prompt"); err != nil {
 		return err
 	} else if ok {
 		if !hasAddSpecial {
@@ -113,48 +120,42 @@ func (s *Server) tokenizeVLLM(w http.ResponseWriter, f *fields, m *Model) error 
 		ids = m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true})
 	} else {
 		if m.Chat == nil {
-			return unsupported("messages", "the model %s has no chat template; tokenize a prompt instead", quote(m.ID))
+			return session.Unsupported("messages", "the model %s has no chat template; tokenize a prompt instead", session.Quote(m.ID))
 		}
-		messages, err := parseMessages(f)
+		messages, err := openai.ParseMessages(f, "messages")
 		if err != nil {
 			return err
 		}
-		addGen, ok, err := f.boolean("add_generation_prompt")
+		addGen, ok, err := f.Bool("add_generation_prompt")
 		if err != nil {
 			return err
 		}
 		if !ok {
 			addGen = true
 		}
-		tools, err := parseToolList(f)
+		tools, err := openai.ParseTools(f)
 		if err != nil {
 			return err
 		}
 		for _, name := range []string{"continue_final_message", "chat_template", "chat_template_kwargs", "mm_processor_kwargs"} {
-			if v, ok := f.raw(name); ok && string(v) != "false" {
-				return unsupported(name, "%s is not supported by this server's /tokenize", name)
+			if v, ok := f.Raw(name); ok && string(v) != "false" {
+				return session.Unsupported(name, "%s is not supported by this server's /tokenize", name)
 			}
 		}
 		// The prompt a chat completion with these tools (and
 		// tool_choice auto) would get.
-		tr := &toolRequest{tools: tools, style: m.tools, choice: "auto"}
-		if len(tools) == 0 {
-			tr.choice = "none"
-		}
-		text, err := renderChat(m, tr.prepareMessages(messages, false), tr.templateTools(), addGen)
-		if err != nil && tr.active() && !tr.style.knows {
-			text, err = renderChat(m, tr.prepareMessages(messages, true), tr.templateTools(), addGen)
-		}
+		req := &session.Request{Model: m.ID, Messages: messages, Tools: tools}
+		req.Template.NoGenerationPrompt = !addGen
+		rendered, err := s.models.Render(req)
 		if err != nil {
 			return err
 		}
+		ids = rendered.Tokens
 		if hasAddSpecial {
-			ids = m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true})
-		} else {
-			ids = encodePrompt(m.Tokenizer, text)
+			ids = m.Tokenizer.Encode(rendered.Text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true})
 		}
 	}
-	if err := f.unknown(); err != nil {
+	if err := f.Unknown(); err != nil {
 		return err
 	}
 	if ids == nil {
@@ -168,17 +169,17 @@ func (s *Server) tokenizeVLLM(w http.ResponseWriter, f *fields, m *Model) error 
 			out.TokenStrs[i] = toks[id]
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	jsonhttp.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // tokenizeContent encodes content: a string, or a list of strings and ids
 // (strings encoded without special tokens after the first, as llama-server
 // does for mixed prompts).
-func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOptions) ([]tokenizer.ID, *apiError) {
-	v, ok := f.raw("content")
+func tokenizeContent(f *jsonhttp.Fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOptions) ([]tokenizer.ID, error) {
+	v, ok := f.Raw("content")
 	if !ok {
-		return nil, invalid("content", codeMissing, "content (llama-server's field), prompt or messages (vLLM's) is required")
+		return nil, session.Invalid("content", session.CodeMissing, "content (llama-server's field), prompt or messages (vLLM's) is required")
 	}
 	var text string
 	if json.Unmarshal(v, &text) == nil {
@@ -188,9 +189,9 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 		}
 		return ids, nil
 	}
-	items, ok := parseArray(v)
+	items, ok := jsonhttp.ParseArray(v)
 	if !ok {
-		return nil, f.typeError("content", "a string or an array of strings and token ids")
+		return nil, f.TypeError("content", "a string or an array of strings and token ids")
 	}
 	vocab := len(t.Vocab().Tokens)
 	ids := []tokenizer.ID{}
@@ -200,10 +201,10 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 			o.AddSpecial = false
 			continue
 		}
-		id, ok := parseInteger(it)
+		id, ok := jsonhttp.ParseInteger(it)
 		if !ok || id < 0 || id >= int64(vocab) {
 			p := "content[" + strconv.Itoa(i) + "]"
-			return nil, invalid(p, codeInvalidValue, "%s must be a string or a token id in [0, %d)", p, vocab)
+			return nil, session.Invalid(p, session.CodeInvalidValue, "%s must be a string or a token id in [0, %d)", p, vocab)
 		}
 		ids = append(ids, tokenizer.ID(id))
 		o.AddSpecial = false
@@ -215,37 +216,51 @@ func tokenizeContent(f *fields, t *tokenizer.Tokenizer, o tokenizer.EncodeOption
 // each token's piece with special tokens written out, as "content"
 // (llama-server's name) and as "prompt" (vLLM's); "model" as for tokenize.
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) error {
-	f, err := readObject(r)
+	f, err := jsonhttp.Read(r)
 	if err != nil {
 		return err
 	}
-	t, err := s.requestModel(f, "")
+	name, _, err := f.Str("model")
 	if err != nil {
 		return err
 	}
-	m := t.model
-	items, ok, err := f.array("tokens")
+	t, err := s.models.Resolve(name, "model")
 	if err != nil {
 		return err
 	}
-	if err := f.unknown(); err != nil {
+	m := t.Model
+	items, ok, err := f.Array("tokens")
+	if err != nil {
+		return err
+	}
+	if err := f.Unknown(); err != nil {
 		return err
 	}
 	if len(items) > maxDetokenize {
-		return invalid("tokens", codeInvalidValue, "tokens holds %d ids; at most %d are allowed", len(items), maxDetokenize)
+		return session.Invalid("tokens", session.CodeInvalidValue, "tokens holds %d ids; at most %d are allowed", len(items), maxDetokenize)
 	}
 	vocab := len(m.Tokenizer.Vocab().Tokens)
 	var b []byte
 	if ok {
 		for i, it := range items {
-			id, ok := parseInteger(it)
+			id, ok := jsonhttp.ParseInteger(it)
 			if !ok || id < 0 || id >= int64(vocab) {
 				p := "tokens[" + strconv.Itoa(i) + "]"
-				return invalid(p, codeInvalidValue, "%s must be a token id in [0, %d)", p, vocab)
+				return session.Invalid(p, session.CodeInvalidValue, "%s must be a token id in [0, %d)", p, vocab)
 			}
 			b = append(b, m.Tokenizer.Piece(tokenizer.ID(id))...)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"content": string(b), "prompt": string(b)})
+	jsonhttp.WriteJSON(w, http.StatusOK, map[string]string{"content": string(b), "prompt": string(b)})
 	return nil
+}
+
+// byteValues is s as a list of byte values, which llama-server gives for a
+// piece that is not valid UTF-8 on its own.
+func byteValues(s string) []int {
+	b := make([]int, len(s))
+	for i := range len(s) {
+		b[i] = int(s[i])
+	}
+	return b
 }

@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // multipartSlack is what an upload's body may hold beyond the adapter's
@@ -27,52 +29,52 @@ const maxFieldBytes = 4 << 10
 // streamed into the model's adapter directory and the checked adapter is
 // moved into place, so that a failed upload leaves nothing.
 func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) error {
-	set := s.models.Load()
-	if !set.hasAdapters() {
+	if !s.models.HasAdapters() {
 		return adaptersOff()
 	}
 	// The model may be named inside the body, unread yet: the declared
 	// length is held to the largest limit of any model, and the files to
 	// their model's own limit as they are read.
 	var maxBytes int64
-	for _, m := range set.list {
+	for _, m := range s.models.List() {
 		if m.Adapters != nil {
-			maxBytes = max(maxBytes, m.maxAdapterBytes())
+			maxBytes = max(maxBytes, maxAdapterBytes(m))
 		}
 	}
 	if r.ContentLength > maxBytes+multipartSlack {
 		// Refused before reading: a client that sent "Expect: 100-continue"
 		// (curl does for large bodies) never sends the body at all.
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
+		return &session.Error{Status: http.StatusRequestEntityTooLarge, Type: session.TypeInvalidRequest, Param: "file", Code: jsonhttp.CodeTooLarge,
 			Message: fmt.Sprintf("the upload is %d bytes; an adapter may be at most %d bytes", r.ContentLength, maxBytes)}
 	}
 	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "multipart/form-data" || params["boundary"] == "" {
-		return invalid("", codeMultipart,
+		return session.Invalid("", codeMultipart,
 			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)")
 	}
 	body := &watchedBody{r: http.MaxBytesReader(w, r.Body, maxBytes+multipartSlack)}
-	pick := func(base string) (*Model, *apiError) { return s.adapterModel(base, "base_model") }
+	pick := func(base string) (*session.Model, error) { return s.adapterModel(base, "base_model") }
 	m, info, uerr := readUpload(multipart.NewReader(body, params["boundary"]), pick)
 	if body.tooLarge {
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Param: "file", Code: codeTooLarge,
+		return &session.Error{Status: http.StatusRequestEntityTooLarge, Type: session.TypeInvalidRequest, Param: "file", Code: jsonhttp.CodeTooLarge,
 			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)}
 	}
 	if uerr != nil {
-		if e, ok := uerr.(*apiError); ok {
-			return e
+		var se *session.Error
+		if errors.As(uerr, &se) {
+			return se
 		}
 		return adapterError(uerr, adapterParams{name: "name", file: "file"})
 	}
 	s.opt.Logger.Info().Str("model", m.ID).Str("adapter", info.Name).Str("format", string(info.Format)).Int("rank", info.Rank).
 		Int64("bytes", info.FileBytes).Msg("adapter uploaded")
 	w.Header().Set("Location", "/v1/adapters/"+url.PathEscape(info.Name))
-	writeJSON(w, http.StatusCreated, adapterObjectOf(info))
+	jsonhttp.WriteJSON(w, http.StatusCreated, adapterObjectOf(info))
 	return nil
 }
 
 // maxAdapterBytes is the most an upload of an adapter of m may hold.
-func (m *Model) maxAdapterBytes() int64 {
+func maxAdapterBytes(m *session.Model) int64 {
 	if m.MaxAdapterBytes <= 0 {
 		return lora.DefaultMaxUploadBytes
 	}
@@ -86,11 +88,11 @@ func (m *Model) maxAdapterBytes() int64 {
 // when the first file arrives, since the files stream into that model's
 // adapter directory (or at the end, for an upload without files); a
 // base_model after the files must pick the same model. Errors are an
-// *apiError or wrap lora's (for adapterError). On any error nothing is
+// error or wrap lora's (for adapterError). On any error nothing is
 // left in the directory.
-func readUpload(mr *multipart.Reader, pick func(baseModel string) (*Model, *apiError)) (*Model, lora.Info, error) {
+func readUpload(mr *multipart.Reader, pick func(baseModel string) (*session.Model, error)) (*session.Model, lora.Info, error) {
 	var (
-		m               *Model
+		m               *session.Model
 		u               *lora.Upload
 		name, baseModel string
 	)
@@ -103,7 +105,7 @@ func readUpload(mr *multipart.Reader, pick func(baseModel string) (*Model, *apiE
 		if u != nil {
 			return nil
 		}
-		var aerr *apiError
+		var aerr error
 		if m, aerr = pick(baseModel); aerr != nil {
 			return aerr
 		}
@@ -151,14 +153,14 @@ func readUpload(mr *multipart.Reader, pick func(baseModel string) (*Model, *apiE
 
 // samePick checks that a base_model sent after the files picks the model
 // they already went to.
-func samePick(pick func(string) (*Model, *apiError), baseModel string, m *Model) error {
+func samePick(pick func(string) (*session.Model, error), baseModel string, m *session.Model) error {
 	other, aerr := pick(baseModel)
 	if aerr != nil {
 		return aerr
 	}
 	if other != m {
-		return invalid("base_model", codeMultipart, "base_model %s came after the adapter's files, which went to the model %s; send base_model before the files",
-			quote(baseModel), quote(m.ID))
+		return session.Invalid("base_model", codeMultipart, "base_model %s came after the adapter's files, which went to the model %s; send base_model before the files",
+			session.Quote(baseModel), session.Quote(m.ID))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // TestReadUpload reads upload bodies into a registry of the synthesized
@@ -21,8 +22,8 @@ func TestReadUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	am := &Model{ID: "tiny", Adapters: reg}
-	pick := func(string) (*Model, *apiError) { return am, nil }
+	am := &session.Model{ID: "tiny", Adapters: reg}
+	pick := func(string) (*session.Model, error) { return am, nil }
 	f := makeAdapter(t, m.Config, 2, 7)
 	type field struct{ name, filename, value string }
 	body := func(fields ...field) *multipart.Reader {

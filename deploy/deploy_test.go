@@ -24,6 +24,7 @@ import (
 	"github.com/ruvllm/ruvllm/backends"
 	_ "github.com/ruvllm/ruvllm/backends/native" // opened by name
 	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 func readFile(t *testing.T, path string) []byte {
@@ -46,7 +47,7 @@ func serverMetrics(t *testing.T) string {
 	}
 	t.Cleanup(func() { eng.Close() })
 	s := api.New(api.Options{})
-	if err := s.AddModel(&api.Model{ID: "tiny", Tokenizer: m.Tokenizer, Chat: m, Engine: eng}); err != nil {
+	if err := s.AddModel(&session.Model{ID: "tiny", Tokenizer: m.Tokenizer, Chat: m, Engine: eng}); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -95,7 +96,7 @@ func TestFamilyChatTemplates(t *testing.T) {
 				for _, tl := range r.Tools {
 					tools = append(tools, tl)
 				}
-				got, err := m.RenderChat(msgs, tools, r.AddGenerationPrompt)
+				got, err := m.RenderChat(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: r.AddGenerationPrompt})
 				if err != nil || got != *r.Expected {
 					t.Fatalf("case %d: %v\n got %q\nwant %q", i, err, got, *r.Expected)
 				}

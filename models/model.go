@@ -105,17 +105,18 @@ func (m *Model) Close() error { return m.File.Close() }
 // ID is the model's name in the API: the file name without ".gguf".
 func (m *Model) ID() string { return strings.TrimSuffix(filepath.Base(m.Path), ".gguf") }
 
-// RenderChat renders messages with the model's template, passing the
-// vocab's BOS and EOS texts as bos_token and eos_token, as transformers does.
-func (m *Model) RenderChat(messages []map[string]any, tools []any, addGenerationPrompt bool) (string, error) {
+// RenderChat renders in with the model's template, passing the vocab's BOS
+// and EOS texts as bos_token and eos_token (where in leaves them empty), as
+// transformers does.
+func (m *Model) RenderChat(in chat.Input) (string, error) {
 	v := m.Tokenizer.Vocab()
-	return m.Template.Render(chat.Input{
-		Messages:            messages,
-		Tools:               tools,
-		AddGenerationPrompt: addGenerationPrompt,
-		BOSToken:            tokenText(v, v.BOS),
-		EOSToken:            tokenText(v, v.EOS),
-	})
+	if in.BOSToken == "" {
+		in.BOSToken = tokenText(v, v.BOS)
+	}
+	if in.EOSToken == "" {
+		in.EOSToken = tokenText(v, v.EOS)
+	}
+	return m.Template.Render(in)
 }
 
 // ChatTemplateSource is the source of the model's chat template, from

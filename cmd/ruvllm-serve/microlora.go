@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/backends/gorgonia"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // microFlags configure the MicroLoRA adapters trained from feedback.
@@ -27,18 +27,18 @@ type microSink struct {
 	m     *gorgonia.MicroLoRA
 }
 
-var _ api.AdapterTrainer = (*microSink)(nil)
+var _ session.AdapterTrainer = (*microSink)(nil)
 
-func (s *microSink) Feedback(_ context.Context, fb *api.Feedback) error {
+func (s *microSink) Feedback(_ context.Context, fb *session.Feedback) error {
 	if fb.Model != s.model || fb.Adapter == "" {
 		return nil
 	}
 	ev := gorgonia.MicroEvent{Adapter: fb.Adapter, Objective: gorgonia.DPO,
 		Example: gorgonia.Example{Prompt: fb.Prompt, Chosen: fb.Chosen, Rejected: fb.Rejected, Rating: fb.Rating}}
 	switch {
-	case fb.Kind == api.FeedbackRating:
+	case fb.Kind == session.FeedbackRating:
 		ev.Objective = gorgonia.KTO
-	case fb.Kind == api.FeedbackCorrection && len(fb.Rejected) == 0:
+	case fb.Kind == session.FeedbackCorrection && len(fb.Rejected) == 0:
 		ev.Objective = gorgonia.SFT
 	}
 	err := s.m.Submit(ev)
@@ -46,11 +46,11 @@ func (s *microSink) Feedback(_ context.Context, fb *api.Feedback) error {
 	case err == nil, errors.Is(err, lora.ErrBadName):
 		return err
 	case errors.Is(err, gorgonia.ErrNotMicro), errors.Is(err, lora.ErrExists):
-		return fmt.Errorf("%w: %w", api.ErrFeedbackConflict, err)
+		return fmt.Errorf("%w: %w", session.ErrFeedbackConflict, err)
 	case errors.Is(err, gorgonia.ErrBusy):
-		return fmt.Errorf("%w: %w", api.ErrFeedbackBusy, err)
+		return fmt.Errorf("%w: %w", session.ErrFeedbackBusy, err)
 	case errors.Is(err, gorgonia.ErrBadExample):
-		return fmt.Errorf("%w: %w", api.ErrFeedbackInvalid, err)
+		return fmt.Errorf("%w: %w", session.ErrFeedbackInvalid, err)
 	}
 	return err
 }

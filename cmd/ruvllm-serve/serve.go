@@ -24,6 +24,7 @@ import (
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/hub"
+	"github.com/ruvllm/ruvllm/session"
 	"github.com/ruvllm/ruvllm/sona"
 )
 
@@ -168,7 +169,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		c.kvMemory = n
 		return err
 	})
-	fs.IntVar(&c.maxN, "max-n", api.DefaultMaxN, "most choices (n) one request may ask for")
+	fs.IntVar(&c.maxN, "max-n", session.DefaultMaxN, "most choices (n) one request may ask for")
 	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins browsers may call from, * for any (default: CORS off)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
@@ -179,15 +180,15 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.micro.rank, "micro-lora-rank", 2, "rank of new MicroLoRA adapters")
 	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
 	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
-	fs.DurationVar(&c.feedbackWindow, "feedback-window", api.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
+	fs.DurationVar(&c.feedbackWindow, "feedback-window", session.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
 	fs.IntVar(&c.maxLoaded, "max-loaded", 0, "most models loaded at once (0: all); loading another unloads the least recently used idle one first")
-	c.keepAlive = api.KeepForever
+	c.keepAlive = session.KeepForever
 	fs.Func("keep-alive", "how long a model stays loaded after its last request, as ollama's keep_alive: 5m, 1h, seconds; 0 unloads at once, negative (the default) keeps it until another needs its place; a request's keep_alive overrides it", func(v string) error {
 		d, err := parseKeepAliveFlag(v)
 		c.keepAlive = d
 		return err
 	})
-	fs.StringVar(&c.route.name, "router", api.DefaultRouterName, "the model name that asks the router to choose the model of a chat or text completion (\"\" turns the router off)")
+	fs.StringVar(&c.route.name, "router", session.DefaultRouterName, "the model name that asks the router to choose the model of a chat or text completion (\"\" turns the router off)")
 	fs.Float64Var(&c.route.costWeight, "route-cost-weight", 0, "W: the router maximises expected quality (0 … 1) − W × expected seconds of generation; a request's route_cost_weight overrides it")
 	fs.StringVar(&c.route.store, "route-store", "", "file the router's trajectories and ratings persist in, replayed at start so that a restart does not forget (default: memory only)")
 	fs.Uint64Var(&c.route.seed, "route-seed", 0, "seed of the router's exploration")
@@ -514,7 +515,7 @@ func parseKeepAliveFlag(v string) (time.Duration, error) {
 	}
 	switch {
 	case d < 0:
-		return api.KeepForever, nil
+		return session.KeepForever, nil
 	case d == 0:
 		return time.Nanosecond, nil
 	}

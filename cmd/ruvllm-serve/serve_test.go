@@ -22,10 +22,10 @@ import (
 	"github.com/openai/openai-go/v3/packages/pagination"
 	"github.com/rs/zerolog"
 
-	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -100,7 +100,7 @@ models:
 	}{
 		{"defaults", nil, func(c *serveConfig) bool {
 			return c.host == "127.0.0.1" && c.port == 8080 && c.parallel == 4 && *c.backend.threads == 0 && !c.ctxSet && c.shutdownTimeout == 10*time.Second &&
-				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512 && c.maxLoaded == 0 && c.keepAlive == api.KeepForever &&
+				c.adapterDir == "" && c.maxAdapters == 8 && c.maxAdapterMB == 512 && c.maxLoaded == 0 && c.keepAlive == session.KeepForever &&
 				c.route.name == "auto" && c.route.costWeight == 0 && c.route.store == ""
 		}, "=", ""},
 		{"on demand and the router", []string{"--max-loaded", "1", "--keep-alive", "90", "--router", "pick", "--route-cost-weight", "0.5",
@@ -108,7 +108,7 @@ models:
 			return c.maxLoaded == 1 && c.keepAlive == 90*time.Second && c.route == routeFlags{name: "pick", costWeight: 0.5, store: "/r.log", seed: 3, adapters: true}
 		}, "=", ""},
 		{"keep-alive 0 unloads at once", []string{"--keep-alive", "0"}, func(c *serveConfig) bool { return c.keepAlive == time.Nanosecond }, "=", ""},
-		{"negative keep-alive keeps", []string{"--keep-alive", "-1m"}, func(c *serveConfig) bool { return c.keepAlive == api.KeepForever }, "=", ""},
+		{"negative keep-alive keeps", []string{"--keep-alive", "-1m"}, func(c *serveConfig) bool { return c.keepAlive == session.KeepForever }, "=", ""},
 		{"bad keep-alive", []string{"--keep-alive", "soon"}, nil, "", "-keep-alive"},
 		{"negative max loaded", []string{"--max-loaded", "-1"}, nil, "", "--max-loaded"},
 		{"negative cost weight", []string{"--route-cost-weight", "-0.1"}, nil, "", "--route-cost-weight"},

@@ -17,6 +17,7 @@ import (
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/hub"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // modelSpec is one model the server serves: where its file is, and what is
@@ -178,7 +179,7 @@ func (c *serveConfig) finishModels() error {
 // (load).
 type servedModel struct {
 	model *models.Model
-	api   *api.Model
+	api   *session.Model
 	micro *gorgonia.MicroLoRA
 	// backend is the backend that runs it (its models: entry's, else
 	// --backend); maxLen its context; opt and engineOpt what load opens it
@@ -217,8 +218,8 @@ func (e *loadedEngine) Close() error {
 	return err
 }
 
-// load opens the model's backend and starts its engine: api.Loader.
-func (s *servedModel) load() (api.LoadedEngine, error) {
+// load opens the model's backend and starts its engine: session.Loader.
+func (s *servedModel) load() (session.LoadedEngine, error) {
 	start := time.Now()
 	b, err := s.bf.openNamed(s.backend, s.model, s.opt)
 	if err != nil {
@@ -336,7 +337,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	if id == "" {
 		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
-	s.api = &api.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen}
+	s.api = &session.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen}
 	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model opened")
 	if spec.adapterDir != "" {
 		if err := openAdapters(c, spec.adapterDir, s); err != nil {

@@ -1,4 +1,4 @@
-package api
+package openai
 
 import (
 	"math"
@@ -21,15 +21,19 @@ type promptTokensDetails struct {
 type chatMessage struct {
 	Role string `json:"role"`
 	// Content is null when the message only calls tools.
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Content *string `json:"content"`
+	// ReasoningContent is a thinking model's reasoning, as llama-server,
+	// vLLM and DeepSeek's API return it; absent when there is none.
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	Refusal          *string    `json:"refusal"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -74,6 +78,32 @@ type chatChunkChoice struct {
 	FinishReason *string       `json:"finish_reason"`
 }
 
+// toolCall is a call in a response message.
+type toolCall struct {
+	ID       string           `json:"id"`
+	Type     string           `json:"type"`
+	Function toolCallFunction `json:"function"`
+}
+
+type toolCallFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// toolCallDelta is a piece of a call in a stream: the first carries the
+// id, type and name, the rest fragments of the arguments.
+type toolCallDelta struct {
+	Index    int               `json:"index"`
+	ID       string            `json:"id,omitempty"`
+	Type     string            `json:"type,omitempty"`
+	Function toolFunctionDelta `json:"function"`
+}
+
+type toolFunctionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
 // textLogprobs is the legacy completions logprobs object.
 type textLogprobs struct {
 	Tokens        []string             `json:"tokens"`
@@ -99,11 +129,27 @@ type textCompletion struct {
 	Usage             any          `json:"usage,omitempty"`
 }
 
+// streamChunk is one event of a stream: the head every chunk of a request
+// repeats, and its choices.
+type streamChunk[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	// Usage is null on every chunk but the last when the client asked for
+	// usage, and absent otherwise.
+	Usage any `json:"usage,omitempty"`
+}
+
 // minLogprob stands in for -Inf, which JSON cannot carry; OpenAI reports
 // impossible tokens the same way.
 const minLogprob = -9999.0
 
-func jsonLogprob(lp float32) float64 {
+// JSONLogprob is a log-probability as JSON can carry it: -Inf (and NaN)
+// become -9999, as OpenAI reports impossible tokens.
+func JSONLogprob(lp float32) float64 {
 	v := float64(lp)
 	if math.IsNaN(v) || v < minLogprob {
 		return minLogprob

@@ -1,12 +1,12 @@
-package api
+package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,17 +23,6 @@ import (
 // for its keep-alive, or when another model needs its place under
 // Options.MaxLoaded (the least recently used idle model goes first), as
 // ollama and llama-server's router do.
-
-// LoadedEngine is an engine loaded on demand; Close unloads it (the
-// engine, its backend, and the memory they hold).
-type LoadedEngine interface {
-	Engine
-	Close() error
-}
-
-// Loader loads a model's engine. It runs without the requester's context:
-// other requests may be waiting for the same load.
-type Loader func() (LoadedEngine, error)
 
 // Keep-alive values, as ollama's keep_alive: how long a model stays loaded
 // after its last request. The default keeps it until another model needs
@@ -99,7 +88,9 @@ type residency struct {
 	// requests waiting for a load or for room watch.
 	changed chan struct{}
 	closed  bool
-	metrics *metrics
+	// onLoad and onUnload, when set, are told of loads and unloads.
+	onLoad   func()
+	onUnload func(reason string)
 }
 
 func newResidency(max int, keepAlive time.Duration) *residency {
@@ -282,8 +273,8 @@ func (rs *residency) startLoad(r *resident) *loadAttempt {
 		r.maxLen = eng.MaxLen()
 		r.loadTime = time.Since(start)
 		r.lastUsed = time.Now()
-		if rs.metrics != nil {
-			rs.metrics.modelLoads.Inc()
+		if rs.onLoad != nil {
+			rs.onLoad()
 		}
 		if a.claimed {
 			r.leases++
@@ -305,8 +296,8 @@ func (rs *residency) unload(r *resident, why string) {
 	eng := r.engine
 	r.engine = nil
 	rs.notify()
-	if rs.metrics != nil {
-		rs.metrics.modelUnloads.WithLabelValues(why).Inc()
+	if rs.onUnload != nil {
+		rs.onUnload(why)
 	}
 	go func() {
 		err := eng.Close()
@@ -407,49 +398,9 @@ func (rs *residency) close() {
 	}
 }
 
-// maxKeepAlive bounds a keep_alive that is not "forever" (a century).
-const maxKeepAlive = 100 * 365 * 24 * time.Hour
-
-// parseKeepAlive reads keep_alive as ollama takes it: a duration ("5m",
-// "1h30m", "0"), or a number of seconds (as a number or a string); 0
-// unloads the model as soon as the request ends, a negative value keeps it
-// loaded until it must make room. Absent, it is nil.
-func parseKeepAlive(f *fields) (*time.Duration, *apiError) {
-	v, ok := f.raw("keep_alive")
-	if !ok {
-		return nil, nil
-	}
-	bad := func() *apiError {
-		return invalid("keep_alive", codeInvalidValue, "keep_alive must be a duration such as \"5m\" or \"1h\", or a number of seconds; 0 unloads the model after the request, a negative value keeps it loaded")
-	}
-	var d time.Duration
-	var str string
-	if secs, isNum := parseNumber(v); isNum {
-		if math.IsNaN(secs) || math.IsInf(secs, 0) {
-			return nil, bad()
-		}
-		d = time.Duration(max(-1, min(secs, maxKeepAlive.Seconds())) * float64(time.Second))
-	} else if json.Unmarshal(v, &str) == nil {
-		var err error
-		if d, err = time.ParseDuration(strings.TrimSpace(str)); err != nil {
-			secs, perr := strconv.ParseFloat(strings.TrimSpace(str), 64)
-			if perr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-				return nil, bad()
-			}
-			d = time.Duration(max(-1, min(secs, maxKeepAlive.Seconds())) * float64(time.Second))
-		}
-	} else {
-		return nil, bad()
-	}
-	if d < 0 {
-		d = KeepForever
-	}
-	return &d, nil
-}
-
 // errNotLoaded is a stand-in engine used without a lease: a bug, reported
 // as a 503 rather than a crash.
-var errNotLoaded = errors.New("api: the model is not loaded")
+var errNotLoaded = errors.New("session: the model is not loaded")
 
 // residentEngine is the Engine of a model on demand: it runs on the loaded
 // engine, which a request holds a lease on before it calls Submit or
@@ -498,38 +449,43 @@ func (e residentEngine) MaxLen() int {
 	return e.r.maxLen
 }
 
-// LoadModel loads the model named id, if it is loaded on demand and not
-// loaded yet, and returns once it is (or once ctx ends); it then stays
-// loaded for its keep-alive. A server preloads its models with it.
-func (s *Server) LoadModel(ctx context.Context, id string) error {
-	m, ok := s.models.Load().byID[id]
-	if !ok {
-		return fmt.Errorf("api: no model %q is served", id)
-	}
-	release, err := s.holdModel(ctx, m)
-	if err != nil {
-		return errors.New(err.Message)
-	}
-	release(nil)
-	return nil
-}
+// maxKeepAlive bounds a keep_alive that is not "forever" (a century).
+const maxKeepAlive = 100 * 365 * 24 * time.Hour
 
-// holdModel leases m's engine for a request, loading it when needed; the
-// returned release (never nil) ends the lease. A model loaded for good
-// needs no lease.
-func (s *Server) holdModel(ctx context.Context, m *Model) (func(keepAlive *time.Duration), *apiError) {
-	if m.resident == nil {
-		return func(*time.Duration) {}, nil
+// ParseKeepAlive reads keep_alive as ollama takes it: a duration ("5m",
+// "1h30m", "0"), or a number of seconds (as a JSON number or a string); 0
+// unloads the model as soon as the request ends, a negative value keeps it
+// loaded until it must make room. param is the field's name for errors.
+func ParseKeepAlive(v json.RawMessage, param string) (*time.Duration, error) {
+	bad := Invalid(param, CodeInvalidValue, "%s must be a duration such as \"5m\" or \"1h\", or a number of seconds; 0 unloads the model after the request, a negative value keeps it loaded", param)
+	seconds := func(secs float64) time.Duration {
+		return time.Duration(max(-1, min(secs, maxKeepAlive.Seconds())) * float64(time.Second))
 	}
-	_, release, err := s.residency.hold(ctx, m.resident)
+	var d time.Duration
+	var n json.Number
+	var str string
+	t := bytes.TrimSpace(v)
 	switch {
-	case err == nil:
-		return release, nil
-	case errors.Is(err, backends.ErrClosed):
-		return nil, shuttingDown()
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return nil, errClientGone
+	case len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) && json.Unmarshal(t, &n) == nil:
+		secs, err := n.Float64()
+		if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return nil, bad
+		}
+		d = seconds(secs)
+	case json.Unmarshal(t, &str) == nil:
+		var err error
+		if d, err = time.ParseDuration(strings.TrimSpace(str)); err != nil {
+			secs, perr := strconv.ParseFloat(strings.TrimSpace(str), 64)
+			if perr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+				return nil, bad
+			}
+			d = seconds(secs)
+		}
+	default:
+		return nil, bad
 	}
-	return nil, &apiError{Status: http.StatusServiceUnavailable, Type: typeUnavailable, Code: codeModelLoad, RetryAfter: 5,
-		Message: err.Error()}
+	if d < 0 {
+		d = KeepForever
+	}
+	return &d, nil
 }
