@@ -21,8 +21,8 @@ type Model struct {
 	Config    *Config
 	Tokenizer *tokenizer.Tokenizer
 	// Template renders chat messages; TemplateSource says where it came
-	// from: "model", a file path, a built-in name such as "chatml", or
-	// FallbackTemplate.
+	// from: "model", a file path, a built-in name such as "chatml",
+	// InlineTemplate or FallbackTemplate.
 	Template       *chat.Template
 	TemplateSource string
 }
@@ -30,8 +30,9 @@ type Model struct {
 // LoadOptions are the choices made when loading a model; the zero value
 // loads the model's own chat template and logs nothing.
 type LoadOptions struct {
-	// ChatTemplate overrides the model's template: a file path, or the name
-	// of a built-in template ("chatml", ...).
+	// ChatTemplate overrides the model's template: the name of a built-in
+	// template ("chatml", ...), a file path, or the template's Jinja text
+	// (see ChatTemplateOverride).
 	ChatTemplate string
 	// VocabOnly loads the tokenizer and template of a file whose
 	// architecture we cannot run (a vocab-only file); Config is then nil.
@@ -75,18 +76,11 @@ func (m *Model) load(o LoadOptions) error {
 	return nil
 }
 
-// templateSource picks the chat template: the override (a built-in name or
-// a file), else the model's own, else ChatML.
+// templateSource picks the chat template: the override, else the model's
+// own, else ChatML.
 func templateSource(f *gguf.File, override string) (src, name string, err error) {
 	if override != "" {
-		if s, ok := chat.Builtin(override); ok {
-			return s, override, nil
-		}
-		b, err := os.ReadFile(override)
-		if err != nil {
-			return "", "", fmt.Errorf("chat template %q is neither a built-in name nor a readable file: %w", override, err)
-		}
-		return string(b), override, nil
+		return ChatTemplateOverride(override)
 	}
 	if s, ok := f.GetString("tokenizer.chat_template"); ok && strings.TrimSpace(s) != "" {
 		return s, "model", nil
@@ -94,6 +88,27 @@ func templateSource(f *gguf.File, override string) (src, name string, err error)
 	s, _ := chat.Builtin("chatml")
 	return s, FallbackTemplate, nil
 }
+
+// ChatTemplateOverride resolves a --chat-template (or chat_template) value
+// as llama-server does: a built-in name (chat.BuiltinNames), else a file,
+// else, when it looks like Jinja (it has "{%" or "{{"), the template text
+// itself. name says which: the value, or InlineTemplate.
+func ChatTemplateOverride(value string) (src, name string, err error) {
+	if s, ok := chat.Builtin(value); ok {
+		return s, value, nil
+	}
+	b, err := os.ReadFile(value)
+	if err == nil {
+		return string(b), value, nil
+	}
+	if strings.Contains(value, "{%") || strings.Contains(value, "{{") {
+		return value, InlineTemplate, nil
+	}
+	return "", "", fmt.Errorf("chat template %q is neither a built-in name, a readable file nor Jinja text: %w", value, err)
+}
+
+// InlineTemplate is the TemplateSource of a template given as its text.
+const InlineTemplate = "inline"
 
 // FallbackTemplate is the TemplateSource of a model that has no chat
 // template of its own and renders chats as ChatML.

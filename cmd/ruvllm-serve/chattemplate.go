@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/chat"
@@ -15,12 +17,14 @@ func init() {
 }
 
 func runChatTemplate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("chat-template", "--model PATH | --template FILE --messages FILE.json [--tools FILE.json] [--add-generation-prompt] [--bos-token S] [--eos-token S]")
+	fs := newFlags("chat-template", "--model PATH | --template FILE --messages FILE.json [--tools FILE.json] [--kwargs FILE.json] [--add-generation-prompt] [--bos-token S] [--eos-token S] [--date YYYY-MM-DD]")
 	model := fs.String("model", "", "GGUF file whose template (and BOS/EOS texts) are used")
-	tmpl := fs.String("template", "", "template file (.jinja) or built-in name (chatml, ...); overrides the model's")
+	tmpl := fs.String("template", "", "built-in name (chatml, llama3, mistral-v7, ...), template file (.jinja) or the Jinja text itself; overrides the model's")
 	msgFile := fs.String("messages", "", "JSON file with the list of messages")
 	toolFile := fs.String("tools", "", "JSON file with the list of tools")
+	kwargsFile := fs.String("kwargs", "", `JSON file with an object of extra template variables, as a client sends chat_template_kwargs (e.g. {"enable_thinking": false})`)
 	addGen := fs.Bool("add-generation-prompt", false, "end with the assistant turn's opening")
+	date := fs.String("date", "", "the day strftime_now tells the template (default: today), for a render that does not change with the date")
 	var bos, eos optString
 	fs.Var(&bos, "bos-token", "bos_token text (default: the model's, else empty)")
 	fs.Var(&eos, "eos-token", "eos_token text (default: the model's, else empty)")
@@ -54,6 +58,28 @@ func runChatTemplate(args []string, stdout, stderr io.Writer) error {
 			in.Tools = append(in.Tools, t)
 		}
 	}
+	if *kwargsFile != "" {
+		// A JSON object, not null or another value: its keys become
+		// template variables.
+		var kwargs map[string]json.RawMessage
+		if err := readJSONFile(*kwargsFile, &kwargs); err != nil || kwargs == nil {
+			if err == nil {
+				err = errors.New("want a JSON object")
+			}
+			return fmt.Errorf("--kwargs: %w", err)
+		}
+		in.Extra = map[string]any{}
+		for k, v := range kwargs {
+			in.Extra[k] = v
+		}
+	}
+	if *date != "" {
+		day, err := time.Parse(time.DateOnly, *date)
+		if err != nil {
+			return fmt.Errorf("%w: --date: %v", errUsage, err)
+		}
+		in.Now = func() time.Time { return day }
+	}
 	in.AddGenerationPrompt = *addGen
 	var t *chat.Template
 	if *model != "" {
@@ -71,15 +97,10 @@ func runChatTemplate(args []string, stdout, stderr io.Writer) error {
 			in.EOSToken = v.Tokens[v.EOS]
 		}
 	} else {
-		src, ok := chat.Builtin(*tmpl)
-		if !ok {
-			b, err := os.ReadFile(*tmpl)
-			if err != nil {
-				return err
-			}
-			src = string(b)
+		src, _, err := models.ChatTemplateOverride(*tmpl)
+		if err != nil {
+			return err
 		}
-		var err error
 		if t, err = chat.Parse(src); err != nil {
 			return err
 		}

@@ -104,6 +104,118 @@ func TestChatTemplateCommand(t *testing.T) {
 	}
 }
 
+// TestChatTemplateKwargs renders, for every case of ../shared/templates with
+// kwargs, the case's template with --kwargs; the output is Python Jinja2's
+// render byte for byte.
+func TestChatTemplateKwargs(t *testing.T) {
+	dir := shared.Path(t, "templates")
+	files, err := filepath.Glob(filepath.Join(dir, "*.cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(tmp, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ran := 0
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".cases.json")
+		var cases []struct {
+			Messages            json.RawMessage `json:"messages"`
+			Tools               json.RawMessage `json:"tools"`
+			Kwargs              json.RawMessage `json:"kwargs"`
+			AddGenerationPrompt bool            `json:"add_generation_prompt"`
+			BOS                 string          `json:"bos_token"`
+			EOS                 string          `json:"eos_token"`
+			Expected            *string         `json:"expected"`
+			Error               *string         `json:"error"`
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &cases); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i, c := range cases {
+			if len(c.Kwargs) == 0 {
+				continue
+			}
+			ran++
+			t.Run(name+"/"+strconv.Itoa(i), func(t *testing.T) {
+				args := []string{"chat-template", "--template", filepath.Join(dir, name+".jinja"),
+					"--messages", write("m.json", c.Messages), "--kwargs", write("k.json", c.Kwargs),
+					"--bos-token", c.BOS, "--eos-token", c.EOS, "--date", "2026-01-15"} // the renders' clock
+				if len(c.Tools) > 0 && string(c.Tools) != "null" {
+					args = append(args, "--tools", write("t.json", c.Tools))
+				}
+				if c.AddGenerationPrompt {
+					args = append(args, "--add-generation-prompt")
+				}
+				out, stderr, code := run(t, args...)
+				if c.Error != nil {
+					if code != 1 || stderr == "" {
+						t.Fatalf("want an error, got exit %d", code)
+					}
+					return
+				}
+				if code != 0 || out != *c.Expected {
+					t.Fatalf("exit %d, stderr %q\n got %q\nwant %q", code, stderr, out, *c.Expected)
+				}
+			})
+		}
+	}
+	if ran == 0 {
+		t.Fatal("no case in ../shared/templates has kwargs")
+	}
+}
+
+// TestChatTemplateArgs covers --template given as Jinja text and the
+// checks on --kwargs.
+func TestChatTemplateArgs(t *testing.T) {
+	tmp := t.TempDir()
+	msgs := filepath.Join(tmp, "m.json")
+	os.WriteFile(msgs, []byte(`[{"role": "user", "content": "hi"}]`), 0o644)
+	kwargs := func(s string) string {
+		p := filepath.Join(tmp, "k"+strconv.Itoa(len(s))+".json")
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string // "" means the command must fail
+	}{
+		{"inline", []string{"--template", "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}"}, "[user] hi"},
+		{"builtin", []string{"--template", "mistral-v7", "--add-generation-prompt"}, "[INST] hi[/INST]"},
+		{"kwargs", []string{"--template", "{{ messages[0].content }}/{{ enable_thinking }}/{{ opts.depth }}", "--kwargs", kwargs(`{"enable_thinking": false, "opts": {"depth": 2}}`)}, "hi/False/2"},
+		{"kwargs not an object", []string{"--template", "chatml", "--kwargs", kwargs(`[1]`)}, ""},
+		{"kwargs null", []string{"--template", "chatml", "--kwargs", kwargs(`null`)}, ""},
+		{"kwargs missing", []string{"--template", "chatml", "--kwargs", filepath.Join(tmp, "none.json")}, ""},
+		{"neither name, file nor Jinja", []string{"--template", "no-such-template"}, ""},
+		{"date", []string{"--template", "{{ strftime_now('%d %B %Y') }}", "--date", "2026-01-15"}, "15 January 2026"},
+		{"bad date", []string{"--template", "chatml", "--date", "15/01/2026"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, stderr, code := run(t, append([]string{"chat-template", "--messages", msgs}, tt.args...)...)
+			if tt.want == "" {
+				if code == 0 || stderr == "" {
+					t.Fatalf("want an error, got exit %d, %q", code, out)
+				}
+				return
+			}
+			if code != 0 || out != tt.want {
+				t.Fatalf("exit %d, stderr %q\n got %q\nwant %q", code, stderr, out, tt.want)
+			}
+		})
+	}
+}
+
 func TestGenerateGreedyMatchesLlamaCpp(t *testing.T) {
 	stories := shared.Path(t, "models", "stories260K.gguf")
 	out, stderr, code := run(t, "generate", "--model", stories, "--prompt", "", "--temp", "0", "-n", "40", "--top-probs", "5", "--json")

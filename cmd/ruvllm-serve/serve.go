@@ -125,7 +125,7 @@ func (rf routeFlags) open() (*sona.Router, error) {
 }
 
 const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
-	"[--api-key K | --api-key-file F] [--ctx N] [--parallel N] [--chat-template FILE|chatml|...] [--threads T] [--config FILE.yaml]"
+	"[--api-key K | --api-key-file F] [--ctx N] [--parallel N] [--chat-template NAME|FILE|JINJA] [--threads T] [--config FILE.yaml]"
 
 // parseServeArgs reads the flags, then the --config file for the options
 // the command line left out.
@@ -152,7 +152,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
-	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a .jinja file or a built-in name (chatml, ...); default: the model's")
+	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
 	c.kv = addKVFlags(fs, defaultServeKV)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
 	c.storeMax = defaultStoreMax

@@ -29,8 +29,29 @@ const (
 )
 
 // rewriter rewrites a parsed template and notes the filters and tests it
-// uses that do not exist, which Jinja2 rejects when it compiles.
-type rewriter struct{ unknown []string }
+// uses that do not exist, which Jinja2 rejects when it compiles. Inside an
+// if (its tests and branches, or a conditional expression), up to the next
+// for, macro or block tag, Jinja2 rejects them only when they run: soft
+// says the rewriter is there, and such a filter or test becomes a call to
+// missingFilter or missingTest, which fail the render.
+type rewriter struct {
+	unknown []string
+	soft    bool
+}
+
+const (
+	missingFilter = "__chat_missing_filter" // (name, ...)
+	missingTest   = "__chat_missing_test"   // (name, ...)
+	fnSoft        = "__chat_soft"           // (x): x, inside a conditional expression
+)
+
+// within runs f with soft set to soft, restoring it after.
+func (rw *rewriter) within(soft bool, f func() error) error {
+	saved := rw.soft
+	rw.soft = soft
+	defer func() { rw.soft = saved }()
+	return f()
+}
 
 // rewriteTree rewrites every expression of the template in place.
 func rewriteTree(t *nodes.Template) error {
@@ -48,16 +69,28 @@ func rewriteTree(t *nodes.Template) error {
 	return nil
 }
 
-func (rw *rewriter) checkFilter(name string) {
-	if _, ok := filters[name]; !ok {
-		rw.unknown = append(rw.unknown, fmt.Sprintf("No filter named '%s'.", name))
+func (rw *rewriter) checkFilter(f *nodes.FilterCall) {
+	if _, ok := filters[f.Name]; ok {
+		return
 	}
+	if !rw.soft {
+		rw.unknown = append(rw.unknown, fmt.Sprintf("No filter named '%s'.", f.Name))
+		return
+	}
+	f.Args = append([]nodes.Expression{str(f.Token, f.Name)}, f.Args...)
+	f.Name = missingFilter
 }
 
-func (rw *rewriter) checkTest(name string) {
-	if _, ok := tests[name]; !ok {
-		rw.unknown = append(rw.unknown, fmt.Sprintf("No test named '%s'.", name))
+func (rw *rewriter) checkTest(t *nodes.TestCall) {
+	if _, ok := tests[t.Name]; ok {
+		return
 	}
+	if !rw.soft {
+		rw.unknown = append(rw.unknown, fmt.Sprintf("No test named '%s'.", t.Name))
+		return
+	}
+	t.Args = append([]nodes.Expression{str(t.Token, t.Name)}, t.Args...)
+	t.Name = missingTest
 }
 
 func (rw *rewriter) rewriteWrapper(w *nodes.Wrapper) error {
@@ -95,29 +128,29 @@ func (rw *rewriter) rewriteNode(n nodes.Node) (nodes.Node, error) {
 func (rw *rewriter) rewriteControl(c nodes.ControlStructure) error {
 	switch c := c.(type) {
 	case *controlStructures.IfControlStructure:
-		for i, cond := range c.Conditions {
-			c.Conditions[i] = rw.rewriteExpr(cond)
-		}
-		for _, w := range c.Wrappers {
-			if err := rw.rewriteWrapper(w); err != nil {
-				return err
+		return rw.within(true, func() error {
+			for i, cond := range c.Conditions {
+				c.Conditions[i] = rw.rewriteExpr(cond)
 			}
-		}
+			for _, w := range c.Wrappers {
+				if err := rw.rewriteWrapper(w); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	case *controlStructures.ForControlStructure:
 		c.ObjectEvaluator = call(fnIter, c.BodyWrapper.Location, rw.rewriteExpr(c.ObjectEvaluator))
-		if c.IfCondition != nil {
-			c.IfCondition = rw.rewriteExpr(c.IfCondition)
-		}
-		if err := rw.rewriteWrapper(c.BodyWrapper); err != nil {
-			return err
-		}
-		return rw.rewriteWrapper(c.EmptyWrapper)
-	case *boundedMacro:
-		for _, p := range c.Kwargs {
-			if p.Value != nil {
-				p.Value = rw.rewriteExpr(p.Value)
+		return rw.within(false, func() error {
+			if c.IfCondition != nil {
+				c.IfCondition = rw.rewriteExpr(c.IfCondition)
 			}
-		}
+			if err := rw.rewriteWrapper(c.BodyWrapper); err != nil {
+				return err
+			}
+			return rw.rewriteWrapper(c.EmptyWrapper)
+		})
+	case *boundedMacro:
 		// A Jinja2 macro takes extra arguments when its body uses varargs or
 		// kwargs; gonja wants them declared.
 		if c.VarArgsName == "" && wrapperUsesName(c.Wrapper, "varargs") {
@@ -126,7 +159,14 @@ func (rw *rewriter) rewriteControl(c nodes.ControlStructure) error {
 		if c.KwArgsName == "" && wrapperUsesName(c.Wrapper, "kwargs") {
 			c.KwArgsName = "kwargs"
 		}
-		return rw.rewriteWrapper(c.Wrapper)
+		return rw.within(false, func() error {
+			for _, p := range c.Kwargs {
+				if p.Value != nil {
+					p.Value = rw.rewriteExpr(p.Value)
+				}
+			}
+			return rw.rewriteWrapper(c.Wrapper)
+		})
 	case *setTag:
 		if c.value != nil {
 			c.value = rw.rewriteExpr(c.value)
@@ -136,18 +176,23 @@ func (rw *rewriter) rewriteControl(c nodes.ControlStructure) error {
 				a.Node = rw.rewriteExpr(a.Node)
 			}
 		}
-		rw.rewriteFilterCalls(c.filters)
-		return rw.rewriteWrapper(c.body)
+		// A block set has a scope of its own.
+		return rw.within(rw.soft && c.body == nil, func() error {
+			rw.rewriteFilterCalls(c.filters)
+			return rw.rewriteWrapper(c.body)
+		})
 	case *filterTag:
-		rw.rewriteFilterCalls(c.filters)
-		return rw.rewriteWrapper(c.body)
+		return rw.within(false, func() error {
+			rw.rewriteFilterCalls(c.filters)
+			return rw.rewriteWrapper(c.body)
+		})
 	case *withTag:
 		for i, v := range c.values {
 			c.values[i] = rw.rewriteExpr(v)
 		}
-		return rw.rewriteWrapper(c.body)
+		return rw.within(false, func() error { return rw.rewriteWrapper(c.body) })
 	case *generationBlock:
-		return rw.rewriteWrapper(c.body)
+		return rw.within(false, func() error { return rw.rewriteWrapper(c.body) })
 	case *controlStructures.BreakControlStructure, *controlStructures.ContinueControlStructure,
 		*controlStructures.RawControlStructure, *stepCounter:
 	default:
@@ -158,7 +203,7 @@ func (rw *rewriter) rewriteControl(c nodes.ControlStructure) error {
 
 func (rw *rewriter) rewriteFilterCalls(calls []*nodes.FilterCall) {
 	for _, f := range calls {
-		rw.checkFilter(f.Name)
+		rw.checkFilter(f)
 		for i, a := range f.Args {
 			f.Args[i] = rw.rewriteExpr(a)
 		}
@@ -254,6 +299,11 @@ func (rw *rewriter) rewriteExpr(e nodes.Expression) nodes.Expression {
 		}
 		return call(fnSlice, e.Location, rw.rewriteExpr(e.Node), bound(e.Start), bound(e.End), bound(e.Step))
 	case *nodes.Call:
+		if name, ok := e.Func.(*nodes.Name); ok && name.Name.Val == fnSoft && len(e.Args) == 1 {
+			var x nodes.Expression
+			rw.within(true, func() error { x = rw.rewriteExpr(e.Args[0]); return nil })
+			return x
+		}
 		for i, a := range e.Args {
 			e.Args[i] = rw.rewriteExpr(a)
 		}
@@ -274,7 +324,7 @@ func (rw *rewriter) rewriteExpr(e nodes.Expression) nodes.Expression {
 		rw.rewriteFilterCalls(e.Filters)
 		return e
 	case *nodes.TestExpression:
-		rw.checkTest(e.Test.Name)
+		rw.checkTest(e.Test)
 		e.Expression = rw.rewriteExpr(e.Expression)
 		for i, a := range e.Test.Args {
 			e.Test.Args[i] = rw.rewriteExpr(a)

@@ -65,6 +65,17 @@ var filters = map[string]exec.FilterFunction{
 	"unique":      filterUnique,
 	"upper":       stringFilter(pyUpper),
 	"wordcount":   filterWordCount,
+	missingFilter: filterMissing,
+}
+
+// filterMissing stands for a filter that does not exist, used where Jinja2
+// fails only when the filter runs (see rewriter): it fails the render.
+func filterMissing(e *exec.Evaluator, _ *exec.Value, params *exec.VarArgs) *exec.Value {
+	name := ""
+	if len(params.Args) > 0 {
+		name = pyStr(params.Args[0])
+	}
+	return failf(e, "TemplateRuntimeError: No filter named '%s' found.", name)
 }
 
 // stringFilter makes a filter of a function on str(value). Like Jinja2's,

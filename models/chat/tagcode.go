@@ -18,7 +18,8 @@ import (
 //   - Conditional expressions, a if c else b: gonja parses them only at the
 //     top of an output or set tag, and not chained. They become
 //     ((c and [a]) or [b])[0], which evaluates the same branch lazily; a
-//     missing else branch is undefined, as in Jinja2.
+//     missing else branch is undefined, as in Jinja2. It is wrapped in a
+//     call of fnSoft, which tells the rewriter where it is.
 //   - Tests, the right operand of in, chained comparisons and repeated nots
 //     (see writeNodes).
 
@@ -595,7 +596,8 @@ func (w *tagWriter) writeExpression(nodes []node) {
 			break
 		}
 	}
-	out.WriteString(" (((")
+	// fnSoft marks it for the rewriter, which drops the call (see rewriter).
+	out.WriteString(" " + fnSoft + "((((")
 	w.writeNodes(cond)
 	out.WriteString(") and [")
 	w.writeNodes(yes)
@@ -605,7 +607,7 @@ func (w *tagWriter) writeExpression(nodes []node) {
 	} else {
 		w.writeExpression(no)
 	}
-	out.WriteString("])[0] ")
+	out.WriteString("])[0]) ")
 }
 
 // keywords are the names that are operators or parts of tags, never

@@ -14,8 +14,9 @@ type testFunc = func(*exec.Evaluator, *exec.Value, *exec.VarArgs) (bool, error)
 // tests are Jinja2's built-in tests with Python's notion of types, which
 // gonja's versions lack (None and undefined are one value there).
 var tests = map[string]testFunc{
-	"boolean":  kindTest(kindBool),
-	"callable": testCallable,
+	missingTest: testMissing,
+	"boolean":   kindTest(kindBool),
+	"callable":  testCallable,
 	"defined": func(_ *exec.Evaluator, v *exec.Value, _ *exec.VarArgs) (bool, error) {
 		return kindOf(v) != kindUndefined, nil
 	},
@@ -237,4 +238,16 @@ func compareTest(op string, want, strict int) testFunc {
 		}
 		return (c > 0) == (want > 0), nil
 	}
+}
+
+// testMissing stands for a test that does not exist, used where Jinja2
+// fails only when the test runs (see rewriter): it fails the render.
+func testMissing(e *exec.Evaluator, _ *exec.Value, params *exec.VarArgs) (bool, error) {
+	name := ""
+	if len(params.Args) > 0 {
+		name = pyStr(params.Args[0])
+	}
+	err := fmt.Errorf("TemplateRuntimeError: No test named '%s' found.", name)
+	fail(e, err)
+	return false, err
 }

@@ -260,3 +260,23 @@ SNIPPETS += [
     ("test_precedence_args", "{{ 2 * 3 is divisibleby 3 }} {{ 1 + 2 is eq(2) }} {{ 'a' ~ 1 is in [1, 2] }} {{ 1 == 1 is sameas true }}", {}),
     ("test_in_condition", "{{ 'y' if x is defined else 'n' }}{% for i in [1, none] if i is not none %}{{ i }}{% endfor %}", {"x": 1}),
 ]
+
+# Unknown filters and tests: Jinja2 3 rejects them when it compiles, except
+# inside an if (its tests and branches, or a conditional expression) up to
+# the next for, macro or block, where they fail only if they run.
+SNIPPETS += [
+    ("unknown_filter_top", "{{ x | from_json }}", {"x": "{}"}),
+    ("unknown_filter_if_not_taken", "{% if x is mapping %}{{ x | from_json }}{% endif %}ok", {"x": "{}"}),
+    ("unknown_filter_if_taken", "{% if x is string %}{% set x = x | from_json %}{% endif %}{{ x }}", {"x": "{}"}),
+    ("unknown_filter_elif_else", "{% if a %}1{% elif b | nope %}2{% else %}{{ 3 | nope }}{% endif %}!", {"a": True}),
+    ("unknown_filter_if_test", "{% if a or (b | nope) %}yes{% endif %}", {"a": True}),
+    ("unknown_filter_cond_expr", "{{ x | nope if x is number else 'no' }} {{ 'a' if true else y | nope }}", {"x": "s"}),
+    ("unknown_filter_for_in_if", "{% if true %}{% for i in [] %}{{ i | nope }}{% endfor %}{% endif %}", {}),
+    ("unknown_filter_if_in_for", "{% for i in [1, 2] %}{% if i > 5 %}{{ i | nope }}{% endif %}{{ i }}{% endfor %}", {}),
+    ("unknown_filter_for_iter_in_if", "{% if false %}{% for i in x | nope %}{{ i }}{% endfor %}{% endif %}ok", {"x": [1]}),
+    ("unknown_filter_macro_in_if", "{% if false %}{% macro m() %}{{ 1 | nope }}{% endmacro %}{% endif %}ok", {}),
+    ("unknown_filter_block_set_in_if", "{% if false %}{% set v %}{{ 1 | nope }}{% endset %}{% endif %}ok", {}),
+    ("unknown_test_if", "{% if x is string %}s{% elif x is nonsense %}n{% endif %}.", {"x": "a"}),
+    ("unknown_test_if_taken", "{% if x is nonsense %}n{% endif %}.", {"x": 1}),
+    ("unknown_test_top", "{{ x is nonsense }}", {"x": 1}),
+]
