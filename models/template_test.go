@@ -72,7 +72,7 @@ func TestLoadInlineTemplate(t *testing.T) {
 	if m.TemplateSource != InlineTemplate {
 		t.Errorf("TemplateSource = %q", m.TemplateSource)
 	}
-	got, err := m.RenderChat([]map[string]any{{"role": "user", "content": "hi"}}, nil, true)
+	got, err := m.RenderChat(chat.Input{Messages: []map[string]any{{"role": "user", "content": "hi"}}, AddGenerationPrompt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
