@@ -233,7 +233,7 @@ func (g *Generation) thinks() bool {
 func (g *Generation) leaseAdapter(t Target) error {
 	req := g.req
 	if t.Adapter == "" {
-		if req.LoRAScale != nil {
+		if req.LoRAScale != nil && req.Adapter == nil {
 			return Invalid("lora_scale", CodeInvalidValue, "lora_scale applies to an adapter; set model to %s", Quote(t.Model.ID+":ADAPTER"))
 		}
 		return nil
@@ -261,7 +261,11 @@ func (g *Generation) leaseAdapter(t Target) error {
 // adapter is the adapter the engine runs the request with: nil for the
 // base model, and for lora_scale 0, which is the base model exactly.
 func (g *Generation) engineAdapter() (*lora.Adapter, float32) {
-	if g.lease == nil {
+	adapter := g.req.Adapter
+	if g.lease != nil {
+		adapter = g.lease.Adapter()
+	}
+	if adapter == nil {
 		return nil, 0
 	}
 	scale := float32(1)
@@ -271,7 +275,7 @@ func (g *Generation) engineAdapter() (*lora.Adapter, float32) {
 	if scale == 0 {
 		return nil, 0
 	}
-	return g.lease.Adapter(), scale
+	return adapter, scale
 }
 
 // checkStops refuses stop strings that would let one request allocate
