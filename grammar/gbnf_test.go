@@ -325,6 +325,36 @@ func TestGBNFMaxElements(t *testing.T) {
 	}
 }
 
+// TestAmbiguousGrammarIsBounded follows grammars whose nested repetitions
+// of things that match the empty string make the ways to continue explode
+// (through rules, which no bound on a rule's text catches): a state past
+// maxStateStacks ends the match instead of taking the server's memory.
+func TestAmbiguousGrammarIsBounded(t *testing.T) {
+	v := NewVocabulary([]string{"a", "aa", "b"}, nil)
+	mask := make([]uint64, v.MaskWords())
+	for _, src := range []string{
+		"root ::= r{300}\nr ::= s{300}\ns ::= \"a\"?",
+		"root ::= r{255} \"b\"\nr ::= s{255}\ns ::= t{255}\nt ::= \"a\"?",
+	} {
+		g, err := GBNF(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewMatcher(g, v)
+		if m.Mask(mask, 0) || m.AcceptBytes("a") {
+			t.Errorf("%q: the match goes on past %d ways to continue", src, maxStateStacks)
+		}
+	}
+	// Just under the bound, the match goes on.
+	g, err := GBNF(`root ::= ("a"?){65000} "b"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := NewMatcher(g, v); !m.Mask(mask, 0) || !m.AcceptBytes("aab") || !m.Matched() {
+		t.Error(`("a"?){65000} "b" does not match aab`)
+	}
+}
+
 // matcherCase is a grammar to follow with a Matcher, with a vocabulary
 // alphabet that can write its texts and a check of each whole output.
 type matcherCase struct {

@@ -23,12 +23,14 @@ import (
 // Python's re (vLLM's guided regex): \d, \w and \s are Unicode-aware. \d
 // writes only the ASCII digits (what a user of \d means, and what xgrammar
 // writes) while [^\d] and \D leave out every decimal digit (Nd); \w writes
-// letters of every script (L), the ASCII digits and _, while [^\w] and \W
-// leave out letters, numbers (N), marks (M) and connectors (Pc); \s writes
-// ASCII whitespace while \S leaves out everything str.isspace or ECMA-262
-// counts as whitespace. Unicode versions differ (Go's tables against the
-// Python that checks the output), so a character new in one may be read
-// differently by the other.
+// the letters (L) of the Basic Multilingual Plane, the ASCII digits and _,
+// while [^\w] and \W leave out all letters, numbers (N), marks (M) and
+// connectors (Pc); \s writes ASCII whitespace while \S leaves out
+// everything str.isspace or ECMA-262 counts as whitespace. The Unicode
+// version of Go's tables may be newer than that of the Python checking the
+// output: letters outside the BMP are left out of \w since recent versions
+// assigned many there (CJK Extension H in 15.0, unknown to Python 3.11), but
+// a BMP letter of a recent version could still be written for \w.
 var (
 	reDigit = chars('0', '9')
 	reWord  = chars('0', '9', 'A', 'Z', '_', '_', 'a', 'z')
@@ -44,7 +46,7 @@ var (
 	// Mongolian vowel separator (whitespace before Unicode 6.3).
 	pySpaceWide = append(chars('\t', '\r', 0x1C, ' ', 0x85, 0x85, 0x180E, 0x180E), reSpaceECMA...).normalize()
 	pyDigitWide = tableChars(unicode.Nd)
-	pyWord      = append(tableChars(unicode.L), reWord...).normalize()
+	pyWord      = append(tableChars(unicode.L).minus(charSet{{0x10000, maxRune}}), reWord...).normalize()
 	pyWordWide  = append(append(append(tableChars(unicode.L), tableChars(unicode.N)...),
 		tableChars(unicode.M)...), tableChars(unicode.Pc)...).normalize()
 	pyDot = chars('\n', '\n').negate()
