@@ -3,8 +3,10 @@ package grammar
 // Bounds of a Matcher's memory.
 const (
 	// maxStates is how many automaton states a Matcher keeps before it
-	// forgets all but the current one.
-	maxStates = 8192
+	// forgets all but the current one; maxStatesStacks how many parse
+	// stacks (4 bytes each) they may hold in all.
+	maxStates       = 8192
+	maxStatesStacks = 1 << 22
 	// maxMaskBytes bounds a Matcher's cache of masks.
 	maxMaskBytes = 8 << 20
 )
@@ -19,7 +21,9 @@ type cachedMask struct {
 // Matcher follows one output through a grammar, token by token: Mask says
 // which tokens may come next, Accept takes the one chosen. It is the
 // per-sequence state of a constraint; it is not safe for concurrent use.
-// In steady state (states and masks already met) neither allocates.
+// In steady state (states and masks already met) neither allocates. A
+// grammar so ambiguous that the ways to continue would pass 65536 at once
+// (maxStateStacks) ends the match there: Mask then allows nothing.
 type Matcher struct {
 	v     *Vocabulary
 	a     *automaton
@@ -57,7 +61,7 @@ func (m *Matcher) Mask(allowed []uint64, budget int) bool {
 	if m.cur == dead {
 		return false
 	}
-	if len(m.a.states) > maxStates {
+	if len(m.a.states) > maxStates || m.a.stackTotal > maxStatesStacks {
 		m.cur = m.a.restart(m.cur)
 		clear(m.masks)
 	}
