@@ -16,9 +16,12 @@ import (
 
 // qwen3Chat is a chat renderer of Qwen3's real template (../shared), which
 // thinks in <think> tags and takes enable_thinking.
-func qwen3Chat(t *testing.T) templateChat {
+func qwen3Chat(t *testing.T) templateChat { return sharedChat(t, "Qwen-Qwen3-0.6B") }
+
+// sharedChat is a chat renderer of a real template of ../shared/templates.
+func sharedChat(t *testing.T, name string) templateChat {
 	t.Helper()
-	src, err := os.ReadFile(shared.Path(t, "templates", "Qwen-Qwen3-0.6B.jinja"))
+	src, err := os.ReadFile(shared.Path(t, "templates", name+".jinja"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +108,31 @@ func TestThinkingModels(t *testing.T) {
 			}
 			if m := decode[chatCompletion](t, b).Choices[0].Message; deref(m.Content) != tc.content {
 				t.Errorf("content %q, want %q", deref(m.Content), tc.content)
+			}
+		})
+	}
+}
+
+// TestServerTurnsThinkingOff checks llama-server's --reasoning-budget 0 on
+// real templates: Qwen3 renders its empty think block, a template that
+// opens the block itself (DeepSeek-R1's distills) gets it closed, and a
+// request may still turn thinking on.
+func TestServerTurnsThinkingOff(t *testing.T) {
+	for _, tc := range []struct{ template, off, on string }{
+		{"Qwen-Qwen3-0.6B", "<|im_start|>assistant\n<think>\n\n</think>\n\n", "<|im_start|>assistant\n"},
+		{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<think>\n</think>", "<think>\n"},
+	} {
+		t.Run(tc.template, func(t *testing.T) {
+			fs := newFakeServerWith(t, Options{NoThinking: true}, sharedChat(t, tc.template), nil)
+			for _, c := range []struct{ fields, end string }{{"", tc.off}, {`,"chat_template_kwargs":{"enable_thinking":true}`, tc.on}, {`,"reasoning_effort":"high"`, tc.on}} {
+				resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2`+c.fields+`}`)
+				if resp.StatusCode != 200 {
+					t.Fatalf("%d %s", resp.StatusCode, b)
+				}
+				r := fs.eng.requests()
+				if p := fs.tok.Decode(r[len(r)-1].Prompt); !strings.HasSuffix(p, c.end) {
+					t.Errorf("fields %s: prompt %q does not end with %q", c.fields, p, c.end)
+				}
 			}
 		})
 	}
@@ -234,5 +262,55 @@ func TestGuidedOutputs(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestToolCallAfterReasoning checks that a thinking model's call, after
+// its reasoning, is a tool call, streamed and whole.
+func TestToolCallAfterReasoning(t *testing.T) {
+	// The tools' system prompt takes room: the byte-level test vocabulary
+	// makes it long.
+	fs := newFakeServerWith(t, Options{}, qwen3Chat(t), func(e *fakeEngine) { e.maxLen = 4096 })
+	fs.eng.script = textScript(fs.tok, "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+	body := `"messages":[{"role":"user","content":"Weather in Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+	resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{`+body+`}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	ch := decode[chatCompletion](t, b).Choices[0]
+	if deref(ch.Message.ReasoningContent) != "I need the weather." || ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 ||
+		ch.Message.ToolCalls[0].Function.Name != "get_weather" || ch.Message.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || ch.Message.Content != nil {
+		t.Errorf("choice %s", b)
+	}
+	resp, b = do(t, "POST", fs.URL+"/v1/chat/completions", `{"stream":true,`+body+`}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	var reasoning, args, finish string
+	for _, d := range sseData(t, b) {
+		if d == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta        chatDelta
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			reasoning += deref(ch.Delta.ReasoningContent)
+			for _, tc := range ch.Delta.ToolCalls {
+				args += tc.Function.Arguments
+			}
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
+			}
+		}
+	}
+	if reasoning != "I need the weather." || args != `{"city": "Paris"}` || finish != "tool_calls" {
+		t.Errorf("streamed reasoning %q arguments %q finish %q", reasoning, args, finish)
 	}
 }

@@ -68,6 +68,9 @@ type Options struct {
 	// Reasoning is how thinking models' reasoning reaches clients by
 	// default (llama-server's --reasoning-format).
 	Reasoning session.ReasoningFormat
+	// NoThinking turns thinking off for the requests that do not turn it
+	// on (llama-server's --reasoning-budget 0).
+	NoThinking bool
 }
 
 // Protocol is a wire package: the routes of one protocol and the shape of
@@ -97,7 +100,7 @@ func New(o Options) *Server {
 	s.metrics = newMetrics(s)
 	s.models = session.New(session.Options{
 		MaxN: o.MaxN, Sampling: o.Sampling, FeedbackWindow: o.FeedbackWindow, MaxLoaded: o.MaxLoaded, KeepAlive: o.KeepAlive,
-		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning,
+		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning, NoThinking: o.NoThinking,
 		OnModelLoad:   func() { s.metrics.modelLoads.Inc() },
 		OnModelUnload: func(why string) { s.metrics.modelUnloads.WithLabelValues(why).Inc() },
 		OnGeneration:  s.account,

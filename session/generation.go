@@ -161,7 +161,7 @@ func (g *Generation) start(ctx context.Context) error {
 	tu := &toolUse{tools: req.Tools, style: m.tools, choice: req.ToolChoice}
 	isChat := req.Messages != nil
 	if isChat {
-		text, err := renderChat(m, req, tu)
+		text, err := renderChat(m, req, tu, ms.opt.NoThinking)
 		if err != nil {
 			return err
 		}

@@ -58,6 +58,11 @@ type Options struct {
 	// when a request does not say: ReasoningAuto (the zero value) and
 	// ReasoningDeepSeek separate it, ReasoningNone leaves it in the text.
 	Reasoning ReasoningFormat
+	// NoThinking turns thinking off for the requests that do not turn it
+	// on (llama-server's --reasoning-budget 0): templates see
+	// enable_thinking false, and a think block a template opens anyway is
+	// closed.
+	NoThinking bool
 	// OnModelLoad and OnModelUnload, when set, are told of every load and
 	// unload of a model on demand (the reason: idle, room, request,
 	// shutdown); OnGeneration of every generation as it ends, however it

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,11 +12,47 @@ import (
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
+// think is whether req thinks: its Think, or what its template kwargs say
+// (enable_thinking, thinking), off for the effort "none", else the
+// server's default (nil: the template's).
+func (req *Request) think(serverOff bool) *bool {
+	off := false
+	switch {
+	case req.Reasoning.Think != nil:
+		return req.Reasoning.Think
+	case kwargBool(req.Template.Kwargs, "enable_thinking") != nil:
+		return kwargBool(req.Template.Kwargs, "enable_thinking")
+	case kwargBool(req.Template.Kwargs, "thinking") != nil:
+		return kwargBool(req.Template.Kwargs, "thinking")
+	case req.Reasoning.Effort == "none", serverOff && req.Reasoning.Effort == "":
+		return &off
+	}
+	return nil
+}
+
+// kwargBool is the boolean kwarg k (a bool, or JSON's true or false), nil
+// when it is absent or not a boolean.
+func kwargBool(kw map[string]any, k string) *bool {
+	var b bool
+	switch v := kw[k].(type) {
+	case bool:
+		b = v
+	case json.RawMessage:
+		if json.Unmarshal(v, &b) != nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return &b
+}
+
 // kwargs are the template variables of req: the client's
 // chat_template_kwargs, and the reasoning options as the variables
 // thinking templates read (Qwen3's enable_thinking, DeepSeek-V3.1's
-// thinking, gpt-oss's reasoning_effort), where the kwargs leave them out.
-func (req *Request) kwargs() map[string]any {
+// thinking, gpt-oss's reasoning_effort), where the kwargs leave them out;
+// serverOff turns thinking off unless the request turns it on.
+func (req *Request) kwargs(serverOff bool) map[string]any {
 	kw := maps.Clone(req.Template.Kwargs)
 	set := func(k string, v any) {
 		if kw == nil {
@@ -25,15 +62,10 @@ func (req *Request) kwargs() map[string]any {
 			kw[k] = v
 		}
 	}
-	r := req.Reasoning
-	think := r.Think
-	if r.Effort == "none" {
-		off := false
-		think = &off
-	} else if r.Effort != "" {
-		set("reasoning_effort", r.Effort)
+	if e := req.Reasoning.Effort; e != "" && e != "none" {
+		set("reasoning_effort", e)
 	}
-	if think != nil {
+	if think := req.think(serverOff); think != nil {
 		set("enable_thinking", *think)
 		set("thinking", *think)
 	}
@@ -43,9 +75,11 @@ func (req *Request) kwargs() map[string]any {
 // renderChat renders req's messages with m's template. A template that
 // raises for a system message gets it folded into the first user turn, as
 // llama.cpp does; a template that knows no tools, and has no system role,
-// gets the tools described in the first user turn.
-func renderChat(m *Model, req *Request, tu *toolUse) (string, error) {
-	kw := req.kwargs()
+// gets the tools described in the first user turn. With thinking off
+// (serverOff, unless the request turns it on), a think block the template
+// opens anyway is closed, as llama-server does.
+func renderChat(m *Model, req *Request, tu *toolUse, serverOff bool) (string, error) {
+	kw := req.kwargs(serverOff)
 	agp := !req.Template.NoGenerationPrompt && !req.Template.ContinueFinal
 	render := func(messages []Message) (string, error) {
 		return m.Chat.RenderChat(chat.Input{Messages: messages, Tools: tu.templateTools(), AddGenerationPrompt: agp, Extra: kw})
@@ -71,6 +105,9 @@ func renderChat(m *Model, req *Request, tu *toolUse) (string, error) {
 	}
 	if req.Template.ContinueFinal {
 		return continueFinal(text, req.Messages, req.names().Messages)
+	}
+	if think := req.think(serverOff); think != nil && !*think && m.thinking.format.OpensThinking(text) {
+		text += m.thinking.format.CloseThinking()
 	}
 	return text, nil
 }
@@ -151,7 +188,7 @@ func (ms *Models) Render(req *Request) (Rendered, error) {
 		return Rendered{}, Unsupported(n.Messages, "the model %s has no chat template", Quote(m.ID))
 	}
 	tu := &toolUse{tools: req.Tools, style: m.tools, choice: req.ToolChoice}
-	text, err := renderChat(m, req, tu)
+	text, err := renderChat(m, req, tu, ms.opt.NoThinking)
 	if err != nil {
 		return Rendered{}, err
 	}

@@ -16,14 +16,29 @@ func TestKwargs(t *testing.T) {
 		{"think off", Request{Reasoning: ReasoningOptions{Think: &off}}, map[string]any{"enable_thinking": false, "thinking": false}},
 		{"effort", Request{Reasoning: ReasoningOptions{Effort: "high"}}, map[string]any{"reasoning_effort": "high"}},
 		{"effort none is thinking off", Request{Reasoning: ReasoningOptions{Effort: "none"}}, map[string]any{"enable_thinking": false, "thinking": false}},
+		{"the server's default", Request{}, nil},
 		{"the client's kwargs win", Request{Reasoning: ReasoningOptions{Think: &on}, Template: TemplateOptions{Kwargs: map[string]any{"enable_thinking": false, "x": 1}}},
 			map[string]any{"enable_thinking": false, "thinking": true, "x": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.req.kwargs(); !reflect.DeepEqual(got, tc.want) {
+			if got := tc.req.kwargs(false); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("kwargs %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestServerTurnsThinkingOff(t *testing.T) {
+	on := true
+	off := map[string]any{"enable_thinking": false, "thinking": false}
+	if got := (&Request{}).kwargs(true); !reflect.DeepEqual(got, off) {
+		t.Errorf("kwargs %v, want %v", got, off)
+	}
+	if got := (&Request{Reasoning: ReasoningOptions{Think: &on}}).kwargs(true); got["enable_thinking"] != true {
+		t.Errorf("a request that thinks: kwargs %v", got)
+	}
+	if got := (&Request{Reasoning: ReasoningOptions{Effort: "low"}}).kwargs(true); got["enable_thinking"] != nil || got["reasoning_effort"] != "low" {
+		t.Errorf("a request with an effort: kwargs %v", got)
 	}
 }
 

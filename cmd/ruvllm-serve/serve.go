@@ -90,6 +90,11 @@ type serveConfig struct {
 	keepAlive time.Duration
 	// route configures the router behind "model": "auto".
 	route routeFlags
+	// reasoningFormat is how thinking models' reasoning reaches clients
+	// (none, auto, deepseek); reasoningBudget 0 turns thinking off unless
+	// a request turns it on, -1 leaves it to the template.
+	reasoningFormat string
+	reasoningBudget int
 }
 
 // routeFlags configure the router: the model name that asks for it ("":
@@ -152,6 +157,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
+	fs.StringVar(&c.reasoningFormat, "reasoning-format", "auto", "how thinking models' reasoning reaches clients: auto or deepseek (apart: reasoning_content, thinking blocks), none (left in the text)")
+	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
 	c.kv = addKVFlags(fs, defaultServeKV)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
@@ -221,6 +228,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+	case c.reasoningBudget != 0 && c.reasoningBudget != -1:
+		return nil, fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
 	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
 		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
 	case c.maxLoaded < 0:
@@ -408,6 +417,10 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 			}
 		}()
 	}
+	reasoning, ok := session.ParseReasoningFormat(c.reasoningFormat)
+	if !ok {
+		return fmt.Errorf("%w: --reasoning-format %q is not one of none, auto, deepseek", errUsage, c.reasoningFormat)
+	}
 	srv := api.New(api.Options{
 		Version:        version,
 		APIKeys:        keys,
@@ -421,6 +434,8 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		Router:         router,
 		RouterName:     c.route.name,
 		RouteAdapters:  c.route.adapters,
+		Reasoning:      reasoning,
+		NoThinking:     c.reasoningBudget == 0,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
