@@ -196,11 +196,10 @@ func (s *Server) auth(write jsonhttp.ErrorWriter) func(http.Handler) http.Handle
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			h := r.Header.Get("Authorization")
-			token, ok := strings.CutPrefix(h, "Bearer ")
-			if !ok {
-				token, ok = strings.CutPrefix(h, "bearer ")
-			}
+			// The scheme is case-insensitive (RFC 9110): "BEARER key" is a
+			// bearer token too.
+			scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+			ok = ok && strings.EqualFold(scheme, "Bearer")
 			if !ok {
 				token = r.Header.Get("X-Api-Key")
 				ok = token != ""
