@@ -169,6 +169,11 @@ func TestPeerFields(t *testing.T) {
 				t.Errorf("sampling %+v", p)
 			}
 		}},
+		{"repeat_last_n 0 turns the penalties off", "/v1/completions", `{"prompt":"x","repeat_penalty":1.5,"presence_penalty":1,"repeat_last_n":0}`, func(t *testing.T, r backends.Request, b []byte) {
+			if p := r.Sampling; p.RepeatPenalty != 1 || p.PresencePenalty != 0 {
+				t.Errorf("sampling %+v", p)
+			}
+		}},
 		{"include_stop_str_in_output", "/v1/chat/completions", `{` + chatMsgs + `,"stop":["STOP"],"include_stop_str_in_output":true}`, func(t *testing.T, r backends.Request, b []byte) {
 			if c := deref(decode[chatCompletion](t, b).Choices[0].Message.Content); c != " Hello STOP" {
 				t.Errorf("content %q", c)
