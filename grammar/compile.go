@@ -32,6 +32,9 @@ const (
 
 type element struct {
 	kind elemKind
+	// free says the byte costs nothing toward the lengths a budget is
+	// measured in: a byte of a Token after its first.
+	free bool
 	arg  int32
 }
 
@@ -45,7 +48,8 @@ type Grammar struct {
 	rules [][]int32 // rule → the positions where its alternatives start
 	root  int32
 	// minRest[p] is the fewest bytes that finish the alternative of p from
-	// p on; ruleMin[r] the fewest that match rule r.
+	// p on; ruleMin[r] the fewest that match rule r. A Token counts as one
+	// byte: these are the lengths a budget of tokens is checked against.
 	minRest []int32
 	ruleMin []int32
 }
@@ -180,9 +184,11 @@ func (c *compiler) emit(body []element, e *Expr) ([]element, error) {
 			}
 		}
 		return body, nil
-	case opLit:
+	case opLit, opToken:
 		for i := 0; i < len(e.lit); i++ {
-			body = append(body, c.set(Range(e.lit[i], e.lit[i])))
+			el := c.set(Range(e.lit[i], e.lit[i]))
+			el.free = e.op == opToken && i > 0
+			body = append(body, el)
 		}
 		return body, nil
 	case opByte:
@@ -281,7 +287,9 @@ func (g *Grammar) computeMinLengths() int32 {
 			for p := start; g.elems[p].kind != elemEnd; p++ {
 				switch el := g.elems[p]; el.kind {
 				case elemByte:
-					a.sum++
+					if !el.free {
+						a.sum++
+					}
 				case elemRule:
 					a.pending++
 					uses[el.arg] = append(uses[el.arg], id)
@@ -323,7 +331,9 @@ func (g *Grammar) computeMinLengths() int32 {
 		case elemEnd:
 			next = 0
 		case elemByte:
-			next++
+			if !el.free {
+				next++
+			}
 		case elemRule:
 			next += int64(g.ruleMin[el.arg])
 		}

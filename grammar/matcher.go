@@ -86,10 +86,36 @@ func (m *Matcher) Mask(allowed []uint64, budget int) bool {
 			// (an end-of-generation token would have been allowed).
 			return false
 		}
-		// No token finishes in time: the best left is to keep valid.
-		copy(allowed, c.bits)
+		// No token finishes in time by the count of one token a byte,
+		// which overcounts a vocabulary of longer tokens: the best left
+		// is to head for the end, by the tokens that leave the least to
+		// write.
+		m.fill(allowed, m.cur, m.least(m.cur))
 	}
 	return anyBit(allowed)
+}
+
+// least is the fewest bytes any token allowed in state s leaves to match.
+func (m *Matcher) least(s int32) int32 {
+	v, a := m.v, m.a
+	path := m.path
+	path[0] = s
+	least := int32(unreachable)
+	tb, depth, skip, tokStart := v.tb, v.depth, v.skip, v.tokStart
+	for i := 0; i < len(tb); {
+		d := depth[i]
+		to := a.step(path[d], tb[i])
+		if to == dead {
+			i = int(skip[i])
+			continue
+		}
+		path[d+1] = to
+		if tokStart[i] != tokStart[i+1] {
+			least = min(least, a.states[to].min)
+		}
+		i++
+	}
+	return least
 }
 
 // fill sets in dst the tokens allowed in state s after which a match can

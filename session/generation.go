@@ -51,6 +51,10 @@ type Generation struct {
 	wg      sync.WaitGroup
 	closed  sync.Once
 
+	// output is the constraint on the text, nil for none; outputField the
+	// request field that asked for it.
+	output      *Output
+	outputField string
 	// ctx is the request's, which Options.OnGeneration is given.
 	ctx                                  context.Context
 	received, started, firstToken, ended time.Time
@@ -200,6 +204,10 @@ func (g *Generation) start(ctx context.Context) error {
 		}
 		out = o
 	}
+	g.outputField = n.Output
+	if req.Output == nil && out != nil {
+		g.outputField = n.ToolChoice
+	}
 	var markers []string
 	if out != nil {
 		markers = append(markers, out.render...)
@@ -215,6 +223,7 @@ func (g *Generation) start(ctx context.Context) error {
 	if err := ms.checkSampling(req, m); err != nil {
 		return err
 	}
+	g.output = out
 	return g.submit(ctx, out.constraint(m, dopt), dopt, tu, think)
 }
 
@@ -342,6 +351,19 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 		}
 		if err := g.contextCheck(len(p.ids), req.MaxTokens, maxLen); err != nil {
 			return err
+		}
+		if g.output != nil {
+			// An output the budget cannot hold is refused before any of it
+			// is generated, rather than cut off unfinished.
+			budget := req.MaxTokens
+			if budget == 0 {
+				budget = maxLen - len(p.ids)
+			}
+			if need := g.output.minTokens(m.grammarVocab(dopt)); need > budget {
+				n := req.names()
+				return Invalid(n.MaxTokens, CodeInvalidValue, "the output must follow %s, which takes at least %d tokens; %s allows %d",
+					g.outputField, need, n.MaxTokens, budget)
+			}
 		}
 	}
 	g.events = make(chan choiceEvent, 16)

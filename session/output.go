@@ -77,6 +77,15 @@ func (m *Model) grammarVocab(o tokenizer.DecodeOptions) *grammar.Vocabulary {
 	return v
 }
 
+// minTokens is the fewest tokens of v an output of out takes: its
+// shortest match (a marker that is one token counted once) in the
+// vocabulary's longest tokens.
+func (out *Output) minTokens(v *grammar.Vocabulary) int {
+	n := out.g.MinLength()
+	per := max(v.MaxTokenBytes(), 1)
+	return (n + per - 1) / per
+}
+
 // constraint makes the engine's constraint factory for out on model m,
 // whose choices decode with o; nil for none.
 func (out *Output) constraint(m *Model, o tokenizer.DecodeOptions) func() backends.Constraint {
