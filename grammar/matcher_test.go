@@ -228,7 +228,7 @@ func TestBudgetWithLongerTokens(t *testing.T) {
 		take   string
 	}{
 		{4, []string{"<call>"}, "<call>"},
-		{3, []string{"abc"}, "abc"},       // "a" and "ab" leave more than "abc"
+		{3, []string{"abc"}, "abc"}, // "a" and "ab" leave more than "abc"
 		{2, []string{"def"}, "def"},
 		{1, []string{"</call>"}, "</call>"},
 	} {
