@@ -168,6 +168,18 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	})
 }
 
+// bodyDeadline gives the request's body BodyTimeout to arrive: reading it
+// fails after that (jsonhttp.Read answers 408). Once the body is read the
+// server clears the deadline itself, so that a streamed response can take
+// as long as it takes.
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// httptest's recorder has no deadlines; the request still runs.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // limitBody caps the request body at MaxBodyBytes: a declared length over
 // the cap is refused at once, a body that grows past it fails while read.
 func (s *Server) limitBody(next http.Handler) http.Handler {

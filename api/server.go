@@ -71,7 +71,16 @@ type Options struct {
 	// NoThinking turns thinking off for the requests that do not turn it
 	// on (llama-server's --reasoning-budget 0).
 	NoThinking bool
+	// BodyTimeout is how long a request's body may take to arrive (408
+	// after it, and the connection is closed), so that a client trickling
+	// a body cannot hold a connection forever; an adapter upload gets ten
+	// times as long. 0 means DefaultBodyTimeout. Reading a streamed
+	// response slowly is not limited by it.
+	BodyTimeout time.Duration
 }
+
+// DefaultBodyTimeout is Options.BodyTimeout when it is 0.
+const DefaultBodyTimeout = time.Minute
 
 // Protocol is a wire package: the routes of one protocol and the shape of
 // its errors. Adding a protocol is one package and one line in protocols.
@@ -95,6 +104,9 @@ type Server struct {
 func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	s := &Server{opt: o}
 	s.metrics = newMetrics(s)
@@ -152,7 +164,7 @@ func (s *Server) protocols() []Protocol {
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors)
+	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors, s.bodyDeadline)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 

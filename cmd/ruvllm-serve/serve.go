@@ -95,6 +95,8 @@ type serveConfig struct {
 	// a request turns it on, -1 leaves it to the template.
 	reasoningFormat string
 	reasoningBudget int
+	// bodyTimeout is how long a request's body may take to arrive.
+	bodyTimeout time.Duration
 }
 
 // routeFlags configure the router: the model name that asks for it ("":
@@ -157,6 +159,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request's body may take to arrive (408 after it; an adapter upload gets ten times as long); a streamed response is not limited")
 	fs.StringVar(&c.reasoningFormat, "reasoning-format", "auto", "how thinking models' reasoning reaches clients: auto or deepseek (apart: reasoning_content, thinking blocks), none (left in the text)")
 	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
@@ -228,6 +231,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+	case c.bodyTimeout <= 0:
+		return nil, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
 	case c.reasoningBudget != 0 && c.reasoningBudget != -1:
 		return nil, fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
 	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
@@ -436,6 +441,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		RouteAdapters:  c.route.adapters,
 		Reasoning:      reasoning,
 		NoThinking:     c.reasoningBudget == 0,
+		BodyTimeout:    c.bodyTimeout,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
