@@ -297,6 +297,13 @@ func TestAuth(t *testing.T) {
 			t.Errorf("401 body %s", b)
 		}
 	}
+	// With PublicMetrics a scraper needs no key; the rest still does.
+	pub := newFakeServer(t, Options{APIKeys: []string{"k1"}, PublicMetrics: true}, nil)
+	for path, status := range map[string]int{"/metrics": 200, "/v1/models": 401} {
+		if resp, b := do(t, "GET", pub.URL+path, ""); resp.StatusCode != status {
+			t.Errorf("public metrics: %s: status %d, want %d: %s", path, resp.StatusCode, status, b)
+		}
+	}
 	// Anthropic's clients send the key as x-api-key.
 	for key, status := range map[string]int{"k1": 200, "wrong": 401} {
 		if resp, b := do(t, "GET", fs.URL+"/v1/models", "", "x-api-key", key); resp.StatusCode != status {

@@ -77,6 +77,10 @@ type Options struct {
 	// times as long. 0 means DefaultBodyTimeout. Reading a streamed
 	// response slowly is not limited by it.
 	BodyTimeout time.Duration
+	// PublicMetrics serves /metrics without the API key, for a scraper
+	// the operator keeps on a private network; otherwise it needs the key
+	// as every route but /health does.
+	PublicMetrics bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -169,6 +173,9 @@ func (s *Server) routes() http.Handler {
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
+	if s.opt.PublicMetrics {
+		r.With(s.limitBody).Get("/metrics", s.metrics.serve)
+	}
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
 			r.Use(s.auth(p.WriteError), s.limitBody, s.requireModel(p.WriteError))
@@ -179,7 +186,9 @@ func (s *Server) routes() http.Handler {
 		r.Use(s.auth(openai.WriteError))
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitBody)
-			r.Get("/metrics", s.metrics.serve)
+			if !s.opt.PublicMetrics {
+				r.Get("/metrics", s.metrics.serve)
+			}
 			r.Group(func(r chi.Router) {
 				r.Use(s.requireModel(openai.WriteError))
 				for _, prefix := range []string{"/v1", ""} {

@@ -97,6 +97,8 @@ type serveConfig struct {
 	reasoningBudget int
 	// bodyTimeout is how long a request's body may take to arrive.
 	bodyTimeout time.Duration
+	// publicMetrics serves /metrics without the API key.
+	publicMetrics bool
 }
 
 // routeFlags configure the router: the model name that asks for it ("":
@@ -159,6 +161,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
+	fs.BoolVar(&c.publicMetrics, "metrics-public", false, "serve /metrics without the API key (for a Prometheus on a private network; else give it the key)")
 	fs.DurationVar(&c.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request's body may take to arrive (408 after it; an adapter upload gets ten times as long); a streamed response is not limited")
 	fs.StringVar(&c.reasoningFormat, "reasoning-format", "auto", "how thinking models' reasoning reaches clients: auto or deepseek (apart: reasoning_content, thinking blocks), none (left in the text)")
 	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
@@ -442,6 +445,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		Reasoning:      reasoning,
 		NoThinking:     c.reasoningBudget == 0,
 		BodyTimeout:    c.bodyTimeout,
+		PublicMetrics:  c.publicMetrics,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
