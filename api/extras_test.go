@@ -319,3 +319,20 @@ func TestToolCallAfterReasoning(t *testing.T) {
 		t.Errorf("streamed reasoning %q arguments %q finish %q", reasoning, args, finish)
 	}
 }
+
+// TestHugePrompts: prompts just under the body limit are refused with
+// context_length_exceeded on every route that tokenizes them, after a
+// few pieces of them are tokenized (issue 30).
+func TestHugePrompts(t *testing.T) {
+	fs := newFakeServer(t, Options{}, nil)
+	text := strings.Repeat("Hello world here is the end ", 7_500_000/28)
+	for _, tc := range []struct{ path, body, param string }{
+		{"/v1/completions", `{"prompt":"` + text + `"}`, "prompt"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"` + text + `"}]}`, "messages"},
+	} {
+		resp, b := do(t, "POST", fs.URL+tc.path, tc.body)
+		if e := decode[wireError](t, b); resp.StatusCode != 400 || deref(e.Error.Code) != session.CodeContextLength || deref(e.Error.Param) != tc.param {
+			t.Errorf("%s: %d %s", tc.path, resp.StatusCode, b)
+		}
+	}
+}

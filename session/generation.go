@@ -161,20 +161,51 @@ func (g *Generation) start(ctx context.Context) error {
 		g.route.start = time.Now()
 	}
 
-	// The prompts.
 	tu := &toolUse{tools: req.Tools, style: m.tools, choice: req.ToolChoice}
+	// The output's constraint, and what the choices' decoders write out.
+	out := req.Output
+	if o, err := tu.output(m, n.Tools); err != nil {
+		return err
+	} else if o != nil {
+		if out != nil {
+			return Unsupported(n.Output, "%s together with %s %s is not supported: the output is a tool call", n.Output, n.ToolChoice, req.ToolChoice.Mode)
+		}
+		out = o
+	}
+	g.outputField = n.Output
+	if req.Output == nil && out != nil {
+		g.outputField = n.ToolChoice
+	}
+	// The prompts.
 	isChat := req.Messages != nil
+	maxLen := m.Engine.MaxLen()
+	encode := func(text string) ([]tokenizer.ID, error) {
+		ids, ok := EncodePromptWithin(m.Tokenizer, text, maxLen)
+		if !ok {
+			return nil, Invalid(req.promptParam(), CodeContextLength,
+				"this model's maximum context length is %d tokens, and the prompt has more", maxLen)
+		}
+		return ids, nil
+	}
 	if isChat {
 		text, err := renderChat(m, req, tu, ms.opt.NoThinking)
 		if err != nil {
 			return err
 		}
-		g.prompts = []prompt{{ids: EncodePrompt(m.Tokenizer, text), text: text}}
+		ids, err := encode(text)
+		if err != nil {
+			return err
+		}
+		g.prompts = []prompt{{ids: ids, text: text}}
 	} else {
 		vocab := len(m.Tokenizer.Vocab().Tokens)
 		for i, p := range req.Prompts {
 			if p.Tokens == nil {
-				g.prompts = append(g.prompts, prompt{ids: EncodePrompt(m.Tokenizer, p.Text), text: p.Text})
+				ids, err := encode(p.Text)
+				if err != nil {
+					return err
+				}
+				g.prompts = append(g.prompts, prompt{ids: ids, text: p.Text})
 				continue
 			}
 			for _, id := range p.Tokens {
@@ -194,20 +225,6 @@ func (g *Generation) start(ctx context.Context) error {
 		}
 	}
 
-	// The output's constraint, and what the choices' decoders write out.
-	out := req.Output
-	if o, err := tu.output(m, n.Tools); err != nil {
-		return err
-	} else if o != nil {
-		if out != nil {
-			return Unsupported(n.Output, "%s together with %s %s is not supported: the output is a tool call", n.Output, n.ToolChoice, req.ToolChoice.Mode)
-		}
-		out = o
-	}
-	g.outputField = n.Output
-	if req.Output == nil && out != nil {
-		g.outputField = n.ToolChoice
-	}
 	var markers []string
 	if out != nil {
 		markers = append(markers, out.render...)
