@@ -3,9 +3,9 @@ package session
 import (
 	"context"
 	"strings"
-	"unicode/utf8"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
