@@ -10,6 +10,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/api/openai"
+	"github.com/ruvllm/ruvllm/api/responses"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/session"
 	"github.com/ruvllm/ruvllm/sona"
@@ -81,6 +82,9 @@ type Options struct {
 	// the operator keeps on a private network; otherwise it needs the key
 	// as every route but /health does.
 	PublicMetrics bool
+	// ResponseStore keeps the Responses API's stored responses; nil keeps
+	// them in memory, with the default bounds.
+	ResponseStore *responses.Store
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -97,11 +101,12 @@ type Protocol interface {
 // AddModel gives it the first, so that a client can watch /health while the
 // models load.
 type Server struct {
-	opt     Options
-	models  *session.Models
-	metrics *metrics
-	handler http.Handler
-	openai  *openai.API
+	opt       Options
+	models    *session.Models
+	metrics   *metrics
+	handler   http.Handler
+	openai    *openai.API
+	responses *responses.API
 }
 
 // New returns a Server with no model yet.
@@ -123,6 +128,11 @@ func New(o Options) *Server {
 	})
 	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
+	store := o.ResponseStore
+	if store == nil {
+		store, _ = responses.NewStore(responses.StoreOptions{}) // in memory: it cannot fail
+	}
+	s.responses = &responses.API{Models: s.models, Store: store, OnFailure: s.logFailure}
 	s.handler = s.routes()
 	return s
 }
@@ -163,7 +173,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai}
+	return []Protocol{s.openai, s.responses}
 }
 
 func (s *Server) routes() http.Handler {

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ruvllm/ruvllm/api"
+	"github.com/ruvllm/ruvllm/api/responses"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
@@ -69,6 +70,9 @@ type serveConfig struct {
 	kv              *kvFlags
 	store           string
 	storeMax        int64
+	// responseStore is the directory of the Responses API's stored
+	// responses ("": in memory).
+	responseStore   string
 	maxN            int
 	maxBody         int64
 	corsOrigins     string
@@ -177,6 +181,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		c.storeMax = n
 		return err
 	})
+	fs.StringVar(&c.responseStore, "response-store", "", "directory where the Responses API keeps its stored responses (store: true), one JSON file each, so that previous_response_id works after a restart (default: in memory, the last 1000)")
 	fs.Func("kv-memory", "KV cache memory of the models loaded at once, in total, as 512MiB or 2GB: each loaded model's pool is it divided by --max-loaded (or by the number of models), shared by its slots (default: each model room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
 		n, err := parseByteSize(v)
 		c.kvMemory = n
@@ -414,6 +419,10 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 			origins = append(origins, o)
 		}
 	}
+	responseStore, err := responses.NewStore(responses.StoreOptions{Dir: c.responseStore})
+	if err != nil {
+		return fmt.Errorf("--response-store: %w", err)
+	}
 	router, err := c.route.open()
 	if err != nil {
 		return err
@@ -446,6 +455,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		NoThinking:     c.reasoningBudget == 0,
 		BodyTimeout:    c.bodyTimeout,
 		PublicMetrics:  c.publicMetrics,
+		ResponseStore:  responseStore,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

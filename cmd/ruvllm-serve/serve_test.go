@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/pagination"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/internal/testmodel"
@@ -630,5 +631,46 @@ func TestParseByteSize(t *testing.T) {
 				t.Fatalf("parseByteSize(%q) = %d, %v; want %d (ok %v)", c.in, got, err, c.want, c.ok)
 			}
 		})
+	}
+}
+
+// TestServeResponseStore: with --response-store, a stored response outlives
+// the server: the next server over the directory returns it and continues
+// its conversation.
+func TestServeResponseStore(t *testing.T) {
+	dir := t.TempDir()
+	run := func() (context.CancelFunc, openai.Client, <-chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		_, client, done := serveSDK(t, ctx, testServeConfig(t, "--response-store", dir), "")
+		return cancel, client, done
+	}
+	stop := func(cancel context.CancelFunc, done <-chan error) {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	cancel, client, done := run()
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hi")},
+		MaxOutputTokens: openai.Int(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop(cancel, done)
+	if _, err := os.Stat(filepath.Join(dir, r.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+
+	cancel, client, done = run()
+	defer stop(cancel, done)
+	got, err := client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != r.OutputText() {
+		t.Fatalf("after a restart: %v %+v", err, got)
+	}
+	next, err := client.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String(r.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("More")}, MaxOutputTokens: openai.Int(4)})
+	if err != nil || next.PreviousResponseID != r.ID || next.Usage.InputTokens <= r.Usage.InputTokens {
+		t.Fatalf("continued after a restart: %v %+v", err, next)
 	}
 }
