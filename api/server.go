@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/session"
@@ -68,6 +69,9 @@ type Options struct {
 	// Reasoning is how thinking models' reasoning reaches clients by
 	// default (llama-server's --reasoning-format).
 	Reasoning session.ReasoningFormat
+	// Pull downloads models for ollama's POST /api/pull; nil turns the
+	// route off.
+	Pull ollama.PullFunc
 }
 
 // Protocol is a wire package: the routes of one protocol and the shape of
@@ -75,6 +79,12 @@ type Options struct {
 type Protocol interface {
 	Routes(r chi.Router)
 	WriteError(w http.ResponseWriter, e *session.Error)
+}
+
+// openRouter is a protocol with routes that answer before any model is
+// served, such as a version or a listing.
+type openRouter interface {
+	OpenRoutes(r chi.Router)
 }
 
 // Server is the HTTP API over a set of models. It answers 503 until
@@ -86,6 +96,7 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 	openai  *openai.API
+	ollama  *ollama.API
 }
 
 // New returns a Server with no model yet.
@@ -103,6 +114,8 @@ func New(o Options) *Server {
 		OnGeneration:  s.account,
 	})
 	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure,
+		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
+	s.ollama = &ollama.API{Models: s.models, Version: o.Version, Pull: o.Pull, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.handler = s.routes()
 	return s
@@ -144,7 +157,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai}
+	return []Protocol{s.openai, s.ollama}
 }
 
 func (s *Server) routes() http.Handler {
@@ -156,8 +169,11 @@ func (s *Server) routes() http.Handler {
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
-			r.Use(s.auth(p.WriteError), s.limitBody, s.requireModel(p.WriteError))
-			p.Routes(r)
+			r.Use(s.auth(p.WriteError), s.limitBody)
+			if o, ok := p.(openRouter); ok {
+				o.OpenRoutes(r)
+			}
+			r.With(s.requireModel(p.WriteError)).Group(p.Routes)
 		})
 	}
 	r.Group(func(r chi.Router) {
