@@ -95,6 +95,9 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 	}
 	t.Cleanup(func() { eng.Close() })
 	am := &session.Model{ID: id, Tokenizer: tok, Chat: m, Engine: eng, MaxAdapterBytes: o.maxAdapterBytes}
+	if info, err := m.Info(); err == nil {
+		am.Info = &info
+	}
 	if o.template != "" {
 		src, err := os.ReadFile(shared.Path(t, "templates", o.template))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/api/responses"
 	"github.com/ruvllm/ruvllm/backends"
@@ -85,6 +86,9 @@ type Options struct {
 	// ResponseStore keeps the Responses API's stored responses; nil keeps
 	// them in memory, with the default bounds.
 	ResponseStore *responses.Store
+	// Pull downloads models for ollama's POST /api/pull; nil turns the
+	// route off.
+	Pull ollama.PullFunc
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -97,6 +101,12 @@ type Protocol interface {
 	WriteError(w http.ResponseWriter, e *session.Error)
 }
 
+// openRouter is a protocol with routes that answer before any model is
+// served, such as a version or a listing.
+type openRouter interface {
+	OpenRoutes(r chi.Router)
+}
+
 // Server is the HTTP API over a set of models. It answers 503 until
 // AddModel gives it the first, so that a client can watch /health while the
 // models load.
@@ -107,6 +117,7 @@ type Server struct {
 	handler   http.Handler
 	openai    *openai.API
 	responses *responses.API
+	ollama    *ollama.API
 }
 
 // New returns a Server with no model yet.
@@ -133,6 +144,8 @@ func New(o Options) *Server {
 		store, _ = responses.NewStore(responses.StoreOptions{}) // in memory: it cannot fail
 	}
 	s.responses = &responses.API{Models: s.models, Store: store, OnFailure: s.logFailure}
+	s.ollama = &ollama.API{Models: s.models, Version: o.Version, Pull: o.Pull, OnFailure: s.logFailure,
+		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.handler = s.routes()
 	return s
 }
@@ -173,7 +186,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai, s.responses}
+	return []Protocol{s.openai, s.responses, s.ollama}
 }
 
 func (s *Server) routes() http.Handler {
@@ -188,8 +201,11 @@ func (s *Server) routes() http.Handler {
 	}
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
-			r.Use(s.auth(p.WriteError), s.limitBody, s.requireModel(p.WriteError))
-			p.Routes(r)
+			r.Use(s.auth(p.WriteError), s.limitBody)
+			if o, ok := p.(openRouter); ok {
+				o.OpenRoutes(r)
+			}
+			r.With(s.requireModel(p.WriteError)).Group(p.Routes)
 		})
 	}
 	r.Group(func(r chi.Router) {

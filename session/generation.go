@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,9 +57,9 @@ type Generation struct {
 	output      *Output
 	outputField string
 	// ctx is the request's, which Options.OnGeneration is given.
-	ctx                                  context.Context
-	received, started, firstToken, ended time.Time
-	err                                  error
+	ctx                                          context.Context
+	received, loaded, started, firstToken, ended time.Time
+	err                                          error
 }
 
 // prompt is one tokenized prompt of a request.
@@ -73,6 +74,9 @@ type choiceEvent struct {
 	c      *choice
 	ev     backends.Event
 	closed bool // c's channel was closed
+	// at is when the event came from the engine, which the generation's
+	// timings count from: the sink may take its events later.
+	at time.Time
 }
 
 // Start begins req: it resolves the model (asking the router when req
@@ -155,6 +159,7 @@ func (g *Generation) start(ctx context.Context) error {
 		return err
 	}
 	g.releaseModel = release
+	g.loaded = time.Now()
 	if g.route != nil {
 		// The cost of the answer starts now: loading the model is the
 		// router's ExtraCost, not the request's.
@@ -224,6 +229,9 @@ func (g *Generation) start(ctx context.Context) error {
 			g.prompts = append(g.prompts, prompt{ids: p.Tokens, text: text})
 		}
 	}
+	if err := g.addPrefix(); err != nil {
+		return err
+	}
 
 	var markers []string
 	if out != nil {
@@ -242,6 +250,33 @@ func (g *Generation) start(ctx context.Context) error {
 	}
 	g.output = out
 	return g.submit(ctx, out.constraint(m, dopt), dopt, tu, think)
+}
+
+// addPrefix puts the request's Prefix before its one prompt, whose leading
+// BOS goes: the prefix began with its own.
+func (g *Generation) addPrefix() error {
+	req, m := g.req, g.model
+	if len(req.Prefix) == 0 {
+		return nil
+	}
+	n := req.names()
+	if len(g.prompts) != 1 {
+		return Invalid(n.Prefix, CodeInvalidValue, "%s needs a single prompt", n.Prefix)
+	}
+	v := m.Tokenizer.Vocab()
+	for _, id := range req.Prefix {
+		if id < 0 || int(id) >= len(v.Tokens) {
+			return Invalid(n.Prefix, CodeInvalidValue, "token id %d is outside the vocabulary [0, %d)", id, len(v.Tokens))
+		}
+	}
+	p := &g.prompts[0]
+	ids := p.ids
+	if len(ids) > 0 && v.AddBOS && ids[0] == v.BOS {
+		ids = ids[1:]
+	}
+	p.ids = append(slices.Clone(req.Prefix), ids...)
+	p.text = m.Tokenizer.Decode(req.Prefix) + p.text
+	return nil
 }
 
 // thinks reports whether the generation's reasoning is separated from its
@@ -334,6 +369,17 @@ func (ms *Models) checkSampling(req *Request, m *Model) error {
 	return nil
 }
 
+// maxTokens is the request's token cap for a prompt of promptLen tokens;
+// 0 means the context left. With FitMaxTokens a cap past the context is
+// the context left.
+func (g *Generation) maxTokens(promptLen, maxLen int) int {
+	mt := g.req.MaxTokens
+	if g.req.FitMaxTokens && mt > maxLen-promptLen {
+		return 0
+	}
+	return mt
+}
+
 // contextCheck refuses a prompt that leaves no room, or not the room asked
 // for, in the context.
 func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
@@ -366,13 +412,13 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 			}
 			continue
 		}
-		if err := g.contextCheck(len(p.ids), req.MaxTokens, maxLen); err != nil {
+		if err := g.contextCheck(len(p.ids), g.maxTokens(len(p.ids), maxLen), maxLen); err != nil {
 			return err
 		}
 		if g.output != nil {
 			// An output the budget cannot hold is refused before any of it
 			// is generated, rather than cut off unfinished.
-			budget := req.MaxTokens
+			budget := g.maxTokens(len(p.ids), maxLen)
 			if budget == 0 {
 				budget = maxLen - len(p.ids)
 			}
@@ -393,7 +439,7 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 	adapter, scale := g.engineAdapter()
 	callPrefix := "call_"
 	for pi, p := range g.prompts {
-		maxTokens := req.MaxTokens
+		maxTokens := g.maxTokens(len(p.ids), maxLen)
 		if maxTokens == 0 && !req.ScoreOnly {
 			maxTokens = maxLen - len(p.ids)
 		}
@@ -457,7 +503,7 @@ func (g *Generation) forward(c *choice) {
 		defer g.wg.Done()
 		for ev := range c.stream.Events {
 			select {
-			case g.events <- choiceEvent{c: c, ev: ev}:
+			case g.events <- choiceEvent{c: c, ev: ev, at: time.Now()}:
 			case <-g.done:
 			}
 		}
@@ -514,7 +560,7 @@ func (g *Generation) run(ctx context.Context, sink Sink) error {
 		ev := ce.ev
 		if ev.Token != nil {
 			if g.firstToken.IsZero() {
-				g.firstToken = time.Now()
+				g.firstToken = ce.at
 			}
 			text, entries, stopped := c.addToken(ev.Token)
 			if stopped {
@@ -678,11 +724,12 @@ func (g *Generation) Usage() Usage {
 
 // Timings are when a generation's phases happened.
 type Timings struct {
-	// Received is when the request arrived; Started when its prompts
-	// were submitted (after loading the model, rendering and
-	// tokenizing); FirstToken when the first token came (the prompt was
-	// processed); Ended when the last choice finished.
-	Received, Started, FirstToken, Ended time.Time
+	// Received is when the request arrived; Loaded when the model's
+	// engine was held (loaded first, if it was not); Started when its
+	// prompts were submitted (after rendering and tokenizing);
+	// FirstToken when the first token came (the prompt was processed);
+	// Ended when the last choice finished.
+	Received, Loaded, Started, FirstToken, Ended time.Time
 }
 
 // TTFT is the time from the request's arrival to its first token; 0 when
@@ -696,7 +743,7 @@ func (t Timings) TTFT() time.Duration {
 
 // Timings are the generation's times so far.
 func (g *Generation) Timings() Timings {
-	return Timings{Received: g.received, Started: g.started, FirstToken: g.firstToken, Ended: g.ended}
+	return Timings{Received: g.received, Loaded: g.loaded, Started: g.started, FirstToken: g.firstToken, Ended: g.ended}
 }
 
 // Err is how the generation failed, nil while it runs or when it ended

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/lora"
+	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -81,6 +82,10 @@ type Model struct {
 	// Feedback are the model's feedback sinks (POST /v1/feedback), such as
 	// the trainer of its MicroLoRA adapters.
 	Feedback []FeedbackSink
+	// Info is what the model's file says of it (architecture, size,
+	// quantization, metadata), which listings show; nil when there is no
+	// file to describe.
+	Info *models.Info
 
 	// vocabs caches the vocabularies of constrained outputs; AddModel
 	// makes it.
@@ -102,6 +107,21 @@ func (m *Model) templateSource() string {
 	}
 	return ""
 }
+
+// TemplateSource is the model's chat template (Jinja) as the server
+// renders it, "" when it has none or does not show it.
+func (m *Model) TemplateSource() string { return m.templateSource() }
+
+// Thinks reports whether the model's template teaches it to reason before
+// answering (think tags, Granite's response tags, gpt-oss's channels):
+// sessions then separate its reasoning from its answer, and
+// ReasoningOptions turn it on or off.
+func (m *Model) Thinks() bool { return m.thinking.thinks() }
+
+// KnowsTools reports whether the model's chat template shows tools to the
+// model; sessions describe them in a system message to a model whose
+// template does not.
+func (m *Model) KnowsTools() bool { return m.tools.knows }
 
 // Feedback kinds.
 const (

@@ -383,6 +383,28 @@ func (ms *Models) UnloadModel(m *Model) (bool, error) {
 	return ms.residency.unloadNow(m.resident)
 }
 
+// Expire unloads m, a model loaded on demand, as soon as no request uses
+// it (now, when none does), as ollama's empty request with keep_alive 0
+// asks; it reports whether m was loaded. A model loaded for good stays.
+func (ms *Models) Expire(m *Model) bool {
+	if m.resident == nil {
+		return false
+	}
+	return ms.residency.expireSoon(m.resident)
+}
+
+// Expiry is when m will be unloaded if no request comes: its last
+// request's end plus its keep-alive (now plus its keep-alive while
+// requests use it). forever is true for a model kept until another needs
+// its place (a negative keep-alive) and for one loaded for good; ok is
+// false when m is not loaded.
+func (ms *Models) Expiry(m *Model) (at time.Time, forever, ok bool) {
+	if m.resident == nil {
+		return time.Time{}, true, true
+	}
+	return ms.residency.expiry(m.resident)
+}
+
 // Hold leases m's engine for a request, loading it when needed; the
 // returned release (never nil on success) ends the lease, with the
 // request's keep-alive if it gave one. A model loaded for good needs no

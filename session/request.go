@@ -44,6 +44,10 @@ type Request struct {
 	// text prompts, each continued by N choices. Exactly one is set.
 	Messages []Message
 	Prompts  []Prompt
+	// Prefix are token ids put before the prompt: the conversation so far
+	// as an earlier response gave it back (ollama's context). The prompt's
+	// own leading BOS is then left out. It needs a chat or one prompt.
+	Prefix []tokenizer.ID
 	// Tools are the functions the model may call; ToolChoice how.
 	Tools      []Tool
 	ToolChoice ToolChoice
@@ -60,6 +64,10 @@ type Request struct {
 	// MaxTokens caps the tokens each choice generates; 0 means the
 	// context left after the prompt, as llama-server does.
 	MaxTokens int
+	// FitMaxTokens caps MaxTokens at what the context leaves after the
+	// prompt, as ollama's num_predict is, instead of refusing a request
+	// whose prompt and MaxTokens exceed the context.
+	FitMaxTokens bool
 	// MinTokens are generated before an end-of-generation token or a stop
 	// string may end a choice (vLLM's min_tokens).
 	MinTokens int
@@ -102,7 +110,7 @@ type Request struct {
 // FieldNames are a protocol's names for the request fields a session's
 // errors name; empty ones default to OpenAI's.
 type FieldNames struct {
-	Model, Messages, Prompt, MaxTokens, Stop, Tools, ToolChoice, Output string
+	Model, Messages, Prompt, MaxTokens, Stop, Tools, ToolChoice, Output, Prefix string
 }
 
 // names fills the defaults of req.Names.
@@ -121,6 +129,7 @@ func (req *Request) names() FieldNames {
 	def(&n.Tools, "tools")
 	def(&n.ToolChoice, "tool_choice")
 	def(&n.Output, "response_format")
+	def(&n.Prefix, "prefix")
 	return n
 }
 

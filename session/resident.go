@@ -75,6 +75,8 @@ type resident struct {
 	loadTime time.Duration
 	// closeErr is the last unload's error.
 	closeErr error
+	// expire unloads the model when its last lease ends (Expire).
+	expire bool
 }
 
 // residency keeps the models on demand and the limit on how many are
@@ -288,7 +290,7 @@ func (rs *residency) startLoad(r *resident) *loadAttempt {
 // unload closes r's engine in the background. The caller holds mu; r is
 // loaded and unused.
 func (rs *residency) unload(r *resident, why string) {
-	r.state = stateUnloading
+	r.state, r.expire = stateUnloading, false
 	if r.timer != nil {
 		r.timer.Stop()
 		r.timer = nil
@@ -324,7 +326,12 @@ func (rs *residency) releaseLocked(r *resident, keepAlive *time.Duration) {
 	if keepAlive != nil {
 		r.keepAlive = *keepAlive
 	}
-	rs.arm(r)
+	if r.expire && r.leases == 0 && r.state == stateLoaded && !rs.closed {
+		r.expire = false
+		rs.unload(r, "request")
+	} else {
+		rs.arm(r)
+	}
 	rs.notify()
 }
 
@@ -362,6 +369,43 @@ func (rs *residency) unloadNow(r *resident) (bool, error) {
 	}
 	rs.unload(r, "request")
 	return true, nil
+}
+
+// expireSoon unloads r now when no request uses it, else when the last one
+// ends; it reports whether r was loaded.
+func (rs *residency) expireSoon(r *resident) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r.state != stateLoaded {
+		return false
+	}
+	if r.leases == 0 {
+		rs.unload(r, "request")
+	} else {
+		r.expire = true
+	}
+	return true
+}
+
+// expiry is when r will be unloaded if no request comes; see
+// Models.Expiry.
+func (rs *residency) expiry(r *resident) (at time.Time, forever, ok bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r.state != stateLoaded {
+		return time.Time{}, false, false
+	}
+	if r.keepAlive < 0 && !r.expire {
+		return time.Time{}, true, true
+	}
+	from := r.lastUsed
+	if r.leases > 0 {
+		from = time.Now()
+	}
+	if r.expire {
+		return from, false, true
+	}
+	return from.Add(r.keepAlive), false, true
 }
 
 // status is r's state for listings.

@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/models/hub"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 func init() {
@@ -57,4 +64,88 @@ func runHealth(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %s %s", *url, resp.Status, body)
 	}
 	return nil
+}
+
+// pullFunc is what ollama's POST /api/pull runs: it downloads a GGUF file
+// of the Hugging Face Hub into the cache, as the pull command does, one
+// pull at a time (two pulls of one file would write the same partial
+// file). nil turns the route off (--pull=false).
+func pullFunc(on bool) ollama.PullFunc {
+	if !on {
+		return nil
+	}
+	turn := make(chan struct{}, 1)
+	return func(ctx context.Context, name string, progress func(ollama.PullProgress)) error {
+		ref, err := pullRef(name)
+		if err != nil {
+			return session.Invalid("model", session.CodeInvalidValue, "%v", err)
+		}
+		progress(ollama.PullProgress{Status: "pulling manifest"})
+		select {
+		case turn <- struct{}{}:
+			defer func() { <-turn }()
+		case <-ctx.Done():
+			return session.ErrClientGone
+		}
+		var digest string
+		reported := false
+		client := &hub.Client{Progress: io.Discard, OnProgress: func(p hub.Progress) {
+			reported, digest = true, p.SHA256
+			progress(pullProgress(p.File, p.SHA256, p.Total, p.Completed))
+		}}
+		start := time.Now()
+		path, err := client.Pull(ctx, ref)
+		if err != nil {
+			if errors.Is(err, hub.ErrNotFound) {
+				return session.NotFound("model", session.CodeModelNotFound, "%v", err)
+			}
+			return &session.Error{Status: http.StatusBadGateway, Type: session.TypeServer, Message: err.Error()}
+		}
+		switch {
+		case !reported:
+			// In the cache already: nothing to download.
+			if st, err := os.Stat(path); err == nil {
+				progress(pullProgress(filepath.Base(path), "", st.Size(), st.Size()))
+			}
+		case digest != "":
+			// The download was checked against it as it ended.
+			progress(ollama.PullProgress{Status: "verifying sha256 digest"})
+		}
+		logger.Info().Str("model", ref.String()).Str("path", path).Dur("took", time.Since(start)).Msg("model pulled")
+		return nil
+	}
+}
+
+// pullProgress is a download's progress as ollama's status line: "pulling"
+// and the digest's first 12 hex digits (or the file's name when the
+// digest is not known).
+func pullProgress(file, sha string, total, completed int64) ollama.PullProgress {
+	p := ollama.PullProgress{Status: "pulling " + path.Base(file), Total: total, Completed: completed}
+	if sha != "" {
+		p.Status, p.Digest = "pulling "+sha[:min(12, len(sha))], "sha256:"+sha
+	}
+	return p
+}
+
+// pullRef reads the model an /api/pull names: a Hugging Face reference as
+// --hf takes it (OWNER/REPO/FILE.gguf, OWNER/REPO:QUANT, OWNER/REPO), also
+// written as ollama writes them (hf.co/OWNER/REPO:QUANT, with ":latest"
+// for the default quantization).
+func pullRef(name string) (hub.Ref, error) {
+	s := strings.TrimSpace(name)
+	for _, scheme := range []string{"https://", "http://"} {
+		s = strings.TrimPrefix(s, scheme)
+	}
+	for _, host := range []string{"hf.co/", "huggingface.co/"} {
+		s = strings.TrimPrefix(s, host)
+	}
+	if strings.Count(s, "/") == 1 {
+		s = strings.TrimSuffix(s, ":latest")
+	}
+	ref, err := hub.ParseRef(s)
+	if err != nil {
+		return hub.Ref{}, fmt.Errorf("%s is not a Hugging Face GGUF reference: this server pulls from the Hugging Face Hub "+
+			"(hf.co/OWNER/REPO[:QUANT] or OWNER/REPO/FILE.gguf), not from ollama's library", session.Quote(name))
+	}
+	return ref, nil
 }

@@ -103,6 +103,9 @@ type serveConfig struct {
 	bodyTimeout time.Duration
 	// publicMetrics serves /metrics without the API key.
 	publicMetrics bool
+	// pull lets clients download models into the cache (ollama's POST
+	// /api/pull).
+	pull bool
 }
 
 // routeFlags configure the router: the model name that asks for it ("":
@@ -211,6 +214,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.route.store, "route-store", "", "file the router's trajectories and ratings persist in, replayed at start so that a restart does not forget (default: memory only)")
 	fs.Uint64Var(&c.route.seed, "route-seed", 0, "seed of the router's exploration")
 	fs.BoolVar(&c.route.adapters, "route-adapters", false, "let the router choose the models' LoRA adapters too")
+	fs.BoolVar(&c.pull, "pull", true, "let clients download GGUF files from the Hugging Face Hub into the cache with ollama's POST /api/pull (they are served once a restart names them)")
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
@@ -456,6 +460,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		BodyTimeout:    c.bodyTimeout,
 		PublicMetrics:  c.publicMetrics,
 		ResponseStore:  responseStore,
+		Pull:           pullFunc(c.pull),
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

@@ -338,6 +338,11 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
 	s.api = &session.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen}
+	if info, err := s.model.Info(); err == nil {
+		s.api.Info = &info
+	} else {
+		logger.Warn().Str("model", id).Err(err).Msg("describing the model file")
+	}
 	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model opened")
 	if spec.adapterDir != "" {
 		if err := openAdapters(c, spec.adapterDir, s); err != nil {

@@ -63,9 +63,24 @@ type Client struct {
 	// a bar when it is a terminal, as periodic lines otherwise; io.Discard
 	// silences it.
 	Progress io.Writer
+	// OnProgress, when set, is told of a download's progress as it goes:
+	// when the transfer starts, after each piece written, and at its end.
+	// A file found in the cache is not reported.
+	OnProgress func(Progress)
 
 	// stall overrides stallTimeout (tests).
 	stall time.Duration
+}
+
+// Progress is the state of a download, for Client.OnProgress.
+type Progress struct {
+	// File is the file's path in the repository; SHA256 the digest it
+	// must have (lowercase hex), "" when neither the reference nor the
+	// Hub gives one.
+	File, SHA256 string
+	// Total is the file's size, 0 when unknown; Completed the bytes in
+	// the cache so far, those of an earlier interrupted download included.
+	Total, Completed int64
 }
 
 // DefaultCacheDir is $RUVLLM_CACHE, else the "ruvllm" directory in the

@@ -163,7 +163,17 @@ func (c *Client) fetch(ctx context.Context, r Ref, part string) (err error) {
 		stall := c.stallTimeout()
 		watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
 		kick := writerFunc(func(b []byte) (int, error) { watchdog.Reset(stall); return len(b), nil })
-		n, cerr := io.CopyBuffer(io.MultiWriter(f, h, progress, kick), resp.Body, make([]byte, copyBuffer))
+		report := writerFunc(func(b []byte) (int, error) { return len(b), nil })
+		if c.OnProgress != nil {
+			p := Progress{File: r.File, SHA256: digest, Total: max(size, 0), Completed: offset}
+			c.OnProgress(p)
+			report = func(b []byte) (int, error) {
+				p.Completed += int64(len(b))
+				c.OnProgress(p)
+				return len(b), nil
+			}
+		}
+		n, cerr := io.CopyBuffer(io.MultiWriter(f, h, progress, kick, report), resp.Body, make([]byte, copyBuffer))
 		watchdog.Stop()
 		progress.Finish()
 		got += n
