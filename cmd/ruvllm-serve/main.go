@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,11 +45,21 @@ func main() {
 }
 
 func runMain(args []string, stdout, stderr io.Writer) int {
-	name := "serve"
+	name, implicit := "serve", true
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
+		name, args, implicit = args[0], args[1:], false
 	}
-	if name == "help" || name == "-h" || name == "--help" {
+	if len(args) == 1 && implicit {
+		// The program's own -h lists the commands (serve -h its flags);
+		// --version is the version, as llama-server and ollama take it.
+		switch args[0] {
+		case "-h", "-help", "--help":
+			name = "help"
+		case "--version", "-version", "-v":
+			name = "version"
+		}
+	}
+	if name == "help" {
 		usage(stdout)
 		return 0
 	}
@@ -76,6 +87,13 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// commandOrder is the order usage lists the commands in: serving and
+// using models first, the developer's tools after; a command not listed
+// comes last.
+var commandOrder = []string{"serve", "run", "pull", "ls", "rm", "health", "loadtest",
+	"generate", "tokenize", "chat-template", "inspect", "perplexity", "bench", "quantize", "sparsify", "synth",
+	"train-lora", "lora-merge", "route-eval"}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: ruvllm-serve [command] [flags]   (the default command is serve)")
 	fmt.Fprintln(w, "commands:")
@@ -83,10 +101,25 @@ func usage(w io.Writer) {
 	for n := range commands {
 		names = append(names, n)
 	}
-	sort.Strings(names)
-	for _, n := range names {
+	rank := func(n string) int {
+		if i := slices.Index(commandOrder, n); i >= 0 {
+			return i
+		}
+		return len(commandOrder)
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		if ri, rj := rank(names[i]), rank(names[j]); ri != rj {
+			return ri < rj
+		}
+		return names[i] < names[j]
+	})
+	for i, n := range names {
+		if i > 0 && rank(names[i-1]) <= slices.Index(commandOrder, "loadtest") && rank(n) > slices.Index(commandOrder, "loadtest") {
+			fmt.Fprintln(w, "developer tools:")
+		}
 		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "  version        print the version (also --version)")
 	fmt.Fprintln(w, "run 'ruvllm-serve COMMAND -h' for a command's flags")
 }
 

@@ -44,6 +44,27 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestTopLevelHelp: the program's -h lists the commands, serving first and
+// the developer's tools after; serve -h is still serve's flags; --version
+// prints the version.
+func TestTopLevelHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		out, _, code := run(t, args...)
+		serve, tools, generate := strings.Index(out, "\n  serve "), strings.Index(out, "developer tools:"), strings.Index(out, "\n  generate ")
+		if code != 0 || serve < 0 || tools < serve || generate < tools {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	if out, _, code := run(t, "serve", "-h"); code != 0 || !strings.Contains(out, "usage: ruvllm-serve serve") || !strings.Contains(out, "-port") {
+		t.Errorf("serve -h: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		if out, _, code := run(t, args...); code != 0 || out != "ruvllm-serve "+version+"\n" {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+}
+
 func TestSynthQuantizeInspect(t *testing.T) {
 	dir := t.TempDir()
 	f16 := filepath.Join(dir, "tiny-f16.gguf")
