@@ -90,9 +90,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		}
 		ev = ev.Str("request_id", ri.id).Str("method", r.Method).Str("path", r.URL.Path).
 			Int("status", status).Int("tokens_in", ri.promptTokens).Int("tokens_out", ri.completionTokens).
-			Int("bytes", ww.BytesWritten()).Dur("duration", d)
+			Int("bytes", ww.BytesWritten()).Dur("duration_ms", d)
 		if ri.ttft > 0 {
-			ev = ev.Dur("ttft", ri.ttft)
+			ev = ev.Dur("ttft_ms", ri.ttft)
 		}
 		ev.Msg("request")
 	})

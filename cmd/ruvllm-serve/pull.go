@@ -111,7 +111,7 @@ func pullFunc(on bool) ollama.PullFunc {
 			// The download was checked against it as it ended.
 			progress(ollama.PullProgress{Status: "verifying sha256 digest"})
 		}
-		logger.Info().Str("model", ref.String()).Str("path", path).Dur("took", time.Since(start)).Msg("model pulled")
+		logger.Info().Str("model", ref.String()).Str("path", path).Dur("took_ms", time.Since(start)).Msg("model pulled")
 		return nil
 	}
 }

@@ -522,7 +522,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 // in-flight requests; then it cancels them (their engine requests stop
 // within a step) and waits for the handlers to return.
 func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc) error {
-	logger.Info().Dur("grace", grace).Msg("shutting down: finishing in-flight requests")
+	logger.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	err := hs.Shutdown(gctx)
 	cancel()

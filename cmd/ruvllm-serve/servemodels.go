@@ -230,8 +230,12 @@ func (s *servedModel) load() (session.LoadedEngine, error) {
 		b.Close()
 		return nil, err
 	}
-	logger.Info().Str("model", s.api.ID).Str("backend", s.backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
-		Int64("kv_bytes", eng.Stats().KVBytes).Dur("took", time.Since(start)).Msg("model loaded")
+	backend := s.backend
+	if backend == "" {
+		backend, _, _ = s.bf.choose("", s.model)
+	}
+	logger.Info().Str("model", s.api.ID).Str("backend", backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
+		Int64("kv_bytes", eng.Stats().KVBytes).Dur("took_ms", time.Since(start)).Msg("model loaded")
 	return &loadedEngine{Engine: eng, backend: b, file: s.model}, nil
 }
 
@@ -343,7 +347,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	} else {
 		logger.Warn().Str("model", id).Err(err).Msg("describing the model file")
 	}
-	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model opened")
+	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took_ms", time.Since(start)).Msg("model opened")
 	if spec.adapterDir != "" {
 		if err := openAdapters(c, spec.adapterDir, s); err != nil {
 			return nil, err
