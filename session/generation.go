@@ -309,15 +309,29 @@ func (ms *Models) checkSampling(req *Request, m *Model) error {
 func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 	n := g.req.names()
 	if promptLen >= maxLen {
-		return Invalid(g.req.promptParam(), CodeContextLength,
+		e := Invalid(g.req.promptParam(), CodeContextLength,
 			"this model's maximum context length is %d tokens, and the prompt has %d tokens, leaving no room for a completion", maxLen, promptLen)
+		e.Context = &ContextLimit{Prompt: promptLen, Context: maxLen}
+		return e
 	}
 	if maxTokens > 0 && promptLen+maxTokens > maxLen {
-		return Invalid(n.MaxTokens, CodeContextLength,
+		e := Invalid(n.MaxTokens, CodeContextLength,
 			"this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d for the completion)",
 			maxLen, promptLen+maxTokens, promptLen, maxTokens)
+		e.Context = &ContextLimit{Prompt: promptLen, MaxTokens: maxTokens, Context: maxLen}
+		return e
 	}
 	return nil
+}
+
+// maxTokens is the cap of a choice of a prompt of promptLen tokens: the
+// request's, fitted to the context left when it asks so (FitContext).
+func (g *Generation) maxTokens(promptLen, maxLen int) int {
+	m := g.req.MaxTokens
+	if g.req.FitContext && promptLen < maxLen && m > maxLen-promptLen {
+		m = maxLen - promptLen
+	}
+	return m
 }
 
 // submit checks the prompts against the context and submits one engine
@@ -332,11 +346,13 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 		}
 		if req.ScoreOnly {
 			if len(p.ids) > maxLen {
-				return Invalid(req.promptParam(), CodeContextLength, "this model's maximum context length is %d tokens, and the prompt has %d tokens", maxLen, len(p.ids))
+				e := Invalid(req.promptParam(), CodeContextLength, "this model's maximum context length is %d tokens, and the prompt has %d tokens", maxLen, len(p.ids))
+				e.Context = &ContextLimit{Prompt: len(p.ids), Context: maxLen}
+				return e
 			}
 			continue
 		}
-		if err := g.contextCheck(len(p.ids), req.MaxTokens, maxLen); err != nil {
+		if err := g.contextCheck(len(p.ids), g.maxTokens(len(p.ids), maxLen), maxLen); err != nil {
 			return err
 		}
 	}
@@ -349,8 +365,11 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 	}
 	adapter, scale := g.engineAdapter()
 	callPrefix := "call_"
+	if req.CallIDPrefix != "" {
+		callPrefix = req.CallIDPrefix
+	}
 	for pi, p := range g.prompts {
-		maxTokens := req.MaxTokens
+		maxTokens := g.maxTokens(len(p.ids), maxLen)
 		if maxTokens == 0 && !req.ScoreOnly {
 			maxTokens = maxLen - len(p.ids)
 		}

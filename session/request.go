@@ -32,6 +32,11 @@ type Request struct {
 	// IDPrefix starts the generation's id ("chatcmpl-", "msg_", ...); the
 	// id names the completion for feedback and for the router.
 	IDPrefix string
+	// CallIDPrefix starts the ids of the tool calls the model makes
+	// ("toolu_" for Anthropic); "" means "call_", OpenAI's. A tool-call
+	// format whose templates need ids of a fixed length (Mistral's nine
+	// characters) has them without a prefix.
+	CallIDPrefix string
 	// Route labels the generation in metrics: the HTTP route, or the
 	// command.
 	Route string
@@ -59,6 +64,11 @@ type Request struct {
 	// MaxTokens caps the tokens each choice generates; 0 means the
 	// context left after the prompt, as llama-server does.
 	MaxTokens int
+	// FitContext caps MaxTokens at the context left after the prompt
+	// instead of refusing a request whose prompt and MaxTokens together
+	// exceed the context (as Anthropic's newer models do: the choice then
+	// ends with FinishLength when the context is full).
+	FitContext bool
 	// MinTokens are generated before an end-of-generation token or a stop
 	// string may end a choice (vLLM's min_tokens).
 	MinTokens int
