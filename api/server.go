@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/ruvllm/ruvllm/api/anthropic"
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/backends"
@@ -81,11 +82,12 @@ type Protocol interface {
 // AddModel gives it the first, so that a client can watch /health while the
 // models load.
 type Server struct {
-	opt     Options
-	models  *session.Models
-	metrics *metrics
-	handler http.Handler
-	openai  *openai.API
+	opt       Options
+	models    *session.Models
+	metrics   *metrics
+	handler   http.Handler
+	openai    *openai.API
+	anthropic *anthropic.API
 }
 
 // New returns a Server with no model yet.
@@ -103,6 +105,8 @@ func New(o Options) *Server {
 		OnGeneration:  s.account,
 	})
 	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure,
+		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
+	s.anthropic = &anthropic.API{Models: s.models, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.handler = s.routes()
 	return s
@@ -144,7 +148,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai}
+	return []Protocol{s.openai, s.anthropic}
 }
 
 func (s *Server) routes() http.Handler {
@@ -156,7 +160,7 @@ func (s *Server) routes() http.Handler {
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
-			r.Use(s.auth(p.WriteError), s.limitBody, s.requireModel(p.WriteError))
+			r.Use(s.auth(p.WriteError), s.limitBodyWith(p.WriteError), s.requireModel(p.WriteError))
 			p.Routes(r)
 		})
 	}
