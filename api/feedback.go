@@ -266,7 +266,7 @@ func (s *Server) feedbackPair(f *jsonhttp.Fields, fb *session.Feedback, modelNam
 		return nil, session.Invalid("rejected", session.CodeInvalidValue, "chosen and rejected are the same text")
 	}
 	maxLen := m.Engine.MaxLen()
-	ids, ok := session.EncodePromptWithin(m.Tokenizer, fb.PromptText, maxLen)
+	ids, _, ok := session.EncodePromptWithin(m.Tokenizer, fb.PromptText, maxLen)
 	param := "prompt"
 	if f.Has("messages") {
 		param = "messages"
@@ -278,7 +278,7 @@ func (s *Server) feedbackPair(f *jsonhttp.Fields, fb *session.Feedback, modelNam
 	// The completions must fit beside the prompt; one far too long is
 	// found out before it is tokenized whole.
 	for _, c := range []struct{ name, text string }{{"chosen", fb.ChosenText}, {"rejected", fb.RejectedText}} {
-		if _, ok := session.EncodePromptWithin(m.Tokenizer, c.text, maxLen-len(ids)+2); !ok {
+		if _, _, ok := session.EncodePromptWithin(m.Tokenizer, c.text, maxLen-len(ids)+2); !ok {
 			return nil, session.Invalid(c.name, session.CodeContextLength, "this model's maximum context length is %d tokens; the prompt has %d and %s is longer than the rest", maxLen, len(ids), c.name)
 		}
 	}

@@ -183,16 +183,24 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 // limitBody caps the request body at MaxBodyBytes: a declared length over
 // the cap is refused at once, a body that grows past it fails while read.
 func (s *Server) limitBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opt.MaxBodyBytes {
-			openai.WriteError(w, jsonhttp.TooLarge(s.opt.MaxBodyBytes))
-			return
-		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes)
-		}
-		next.ServeHTTP(w, r)
-	})
+	return s.limitBodyWith(openai.WriteError)(next)
+}
+
+// limitBodyWith is limitBody for a protocol's routes: a refusal is written
+// in the protocol's shape.
+func (s *Server) limitBodyWith(write jsonhttp.ErrorWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > s.opt.MaxBodyBytes {
+				write(w, jsonhttp.TooLarge(s.opt.MaxBodyBytes))
+				return
+			}
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(w, r.Body, s.opt.MaxBodyBytes)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // auth requires one of the keys, as "Authorization: Bearer KEY" (OpenAI,
@@ -208,16 +216,20 @@ func (s *Server) auth(write jsonhttp.ErrorWriter) func(http.Handler) http.Handle
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// The scheme is case-insensitive (RFC 9110): "BEARER key" is a
-			// bearer token too.
+			// A client may send both headers (Claude Code with both
+			// ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN set): either
+			// holding a key will do. The scheme is case-insensitive (RFC
+			// 9110): "BEARER key" is a bearer token too.
+			var tokens []string
 			scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-			ok = ok && strings.EqualFold(scheme, "Bearer")
-			if !ok {
-				token = r.Header.Get("X-Api-Key")
-				ok = token != ""
+			if ok && strings.EqualFold(scheme, "Bearer") {
+				tokens = append(tokens, token)
+			}
+			if k := r.Header.Get("X-Api-Key"); k != "" {
+				tokens = append(tokens, k)
 			}
 			valid := 0
-			if ok {
+			for _, token := range tokens {
 				t := []byte(strings.TrimSpace(token))
 				for _, k := range keys {
 					// Every key is compared, so the time taken does not
@@ -228,7 +240,7 @@ func (s *Server) auth(write jsonhttp.ErrorWriter) func(http.Handler) http.Handle
 			if valid != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="ruvllm"`)
 				msg := "missing API key: send it as \"Authorization: Bearer KEY\" (or \"x-api-key: KEY\")"
-				if ok {
+				if len(tokens) > 0 {
 					msg = "incorrect API key provided"
 				}
 				write(w, &session.Error{Status: http.StatusUnauthorized, Type: session.TypeInvalidRequest, Code: codeInvalidAPIKey, Message: msg})

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -27,15 +28,32 @@ type modelObject struct {
 	// lists it: {"value": "loaded" | "loading" | "unloaded" |
 	// "unloading"}. A model loaded for good is always "loaded".
 	Status modelStatus `json:"status"`
+	// Type, DisplayName and CreatedAt make the card Anthropic's too (its
+	// Models API), for Anthropic's SDKs and Claude Code's model discovery.
+	Type        string `json:"type"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+// withAnthropic fills in the card's fields of Anthropic's shape.
+func withAnthropic(o modelObject) modelObject {
+	o.Type, o.DisplayName = "model", o.ID
+	o.CreatedAt = time.Unix(o.Created, 0).UTC().Format(time.RFC3339)
+	return o
 }
 
 type modelStatus struct {
 	Value string `json:"value"`
 }
 
+// modelList is OpenAI's list, with the paging fields of Anthropic's: one
+// page holds every model.
 type modelList struct {
-	Object string        `json:"object"`
-	Data   []modelObject `json:"data"`
+	Object  string        `json:"object"`
+	Data    []modelObject `json:"data"`
+	HasMore bool          `json:"has_more"`
+	FirstID *string       `json:"first_id"`
+	LastID  *string       `json:"last_id"`
 }
 
 func (s *Server) modelObjectOf(m *session.Model) modelObject {
@@ -73,6 +91,12 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	}
 	if card, ok := s.routerModel(); ok {
 		l.Data = append(l.Data, card)
+	}
+	for i := range l.Data {
+		l.Data[i] = withAnthropic(l.Data[i])
+	}
+	if n := len(l.Data); n > 0 {
+		l.FirstID, l.LastID = &l.Data[0].ID, &l.Data[n-1].ID
 	}
 	jsonhttp.WriteJSON(w, http.StatusOK, l)
 	return nil
@@ -112,7 +136,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 		return pathNotFound(r)
 	}
 	if card, ok := s.routerModel(); ok && id == card.ID {
-		jsonhttp.WriteJSON(w, http.StatusOK, card)
+		jsonhttp.WriteJSON(w, http.StatusOK, withAnthropic(card))
 		return nil
 	}
 	t, err := s.models.Resolve(id, "model")
@@ -120,14 +144,14 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if t.Adapter == "" {
-		jsonhttp.WriteJSON(w, http.StatusOK, s.modelObjectOf(t.Model))
+		jsonhttp.WriteJSON(w, http.StatusOK, withAnthropic(s.modelObjectOf(t.Model)))
 		return nil
 	}
 	in, gerr := t.Model.Adapters.Get(t.Adapter)
 	if gerr != nil {
 		return adapterError(gerr, adapterParams{name: "model"})
 	}
-	jsonhttp.WriteJSON(w, http.StatusOK, s.adapterModelOf(t.Model, in))
+	jsonhttp.WriteJSON(w, http.StatusOK, withAnthropic(s.adapterModelOf(t.Model, in)))
 	return nil
 }
 

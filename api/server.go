@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/ruvllm/ruvllm/api/anthropic"
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/api/openai"
@@ -118,6 +119,7 @@ type Server struct {
 	openai    *openai.API
 	responses *responses.API
 	ollama    *ollama.API
+	anthropic *anthropic.API
 }
 
 // New returns a Server with no model yet.
@@ -145,6 +147,8 @@ func New(o Options) *Server {
 	}
 	s.responses = &responses.API{Models: s.models, Store: store, OnFailure: s.logFailure}
 	s.ollama = &ollama.API{Models: s.models, Version: o.Version, Pull: o.Pull, OnFailure: s.logFailure,
+		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
+	s.anthropic = &anthropic.API{Models: s.models, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.handler = s.routes()
 	return s
@@ -186,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai, s.responses, s.ollama}
+	return []Protocol{s.openai, s.responses, s.anthropic, s.ollama}
 }
 
 func (s *Server) routes() http.Handler {
@@ -201,7 +205,7 @@ func (s *Server) routes() http.Handler {
 	}
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
-			r.Use(s.auth(p.WriteError), s.limitBody)
+			r.Use(s.auth(p.WriteError), s.limitBodyWith(p.WriteError))
 			if o, ok := p.(openRouter); ok {
 				o.OpenRoutes(r)
 			}

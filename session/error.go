@@ -50,6 +50,16 @@ type Error struct {
 	Code    string // "" for none
 	// RetryAfter, in seconds, is sent as the Retry-After header when > 0.
 	RetryAfter int
+	// Context, on a CodeContextLength refusal made before generating,
+	// holds its numbers, for protocols that word the error their own way.
+	Context *ContextLimit
+}
+
+// ContextLimit are the numbers of a prompt that does not fit the context.
+type ContextLimit struct {
+	// Prompt is the prompt's tokens; MaxTokens the tokens asked for (0 when
+	// the prompt alone leaves no room); Context the model's context.
+	Prompt, MaxTokens, Context int
 }
 
 func (e *Error) Error() string { return e.Message }

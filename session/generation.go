@@ -185,10 +185,13 @@ func (g *Generation) start(ctx context.Context) error {
 	isChat := req.Messages != nil
 	maxLen := m.Engine.MaxLen()
 	encode := func(text string) ([]tokenizer.ID, error) {
-		ids, ok := EncodePromptWithin(m.Tokenizer, text, maxLen)
+		// The prompt needs room for a token after it.
+		ids, n, ok := EncodePromptWithin(m.Tokenizer, text, maxLen-1)
 		if !ok {
-			return nil, Invalid(req.promptParam(), CodeContextLength,
-				"this model's maximum context length is %d tokens, and the prompt has more", maxLen)
+			e := Invalid(req.promptParam(), CodeContextLength,
+				"this model's maximum context length is %d tokens, and the prompt has %d tokens or more, leaving no room for a completion", maxLen, n)
+			e.Context = &ContextLimit{Prompt: n, Context: maxLen}
+			return nil, e
 		}
 		return ids, nil
 	}
@@ -385,13 +388,17 @@ func (g *Generation) maxTokens(promptLen, maxLen int) int {
 func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 	n := g.req.names()
 	if promptLen >= maxLen {
-		return Invalid(g.req.promptParam(), CodeContextLength,
+		e := Invalid(g.req.promptParam(), CodeContextLength,
 			"this model's maximum context length is %d tokens, and the prompt has %d tokens, leaving no room for a completion", maxLen, promptLen)
+		e.Context = &ContextLimit{Prompt: promptLen, Context: maxLen}
+		return e
 	}
 	if maxTokens > 0 && promptLen+maxTokens > maxLen {
-		return Invalid(n.MaxTokens, CodeContextLength,
+		e := Invalid(n.MaxTokens, CodeContextLength,
 			"this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d for the completion)",
 			maxLen, promptLen+maxTokens, promptLen, maxTokens)
+		e.Context = &ContextLimit{Prompt: promptLen, MaxTokens: maxTokens, Context: maxLen}
+		return e
 	}
 	return nil
 }
@@ -408,7 +415,9 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 		}
 		if req.ScoreOnly {
 			if len(p.ids) > maxLen {
-				return Invalid(req.promptParam(), CodeContextLength, "this model's maximum context length is %d tokens, and the prompt has %d tokens", maxLen, len(p.ids))
+				e := Invalid(req.promptParam(), CodeContextLength, "this model's maximum context length is %d tokens, and the prompt has %d tokens", maxLen, len(p.ids))
+				e.Context = &ContextLimit{Prompt: len(p.ids), Context: maxLen}
+				return e
 			}
 			continue
 		}
@@ -438,6 +447,9 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 	}
 	adapter, scale := g.engineAdapter()
 	callPrefix := "call_"
+	if req.CallIDPrefix != "" {
+		callPrefix = req.CallIDPrefix
+	}
 	for pi, p := range g.prompts {
 		maxTokens := g.maxTokens(len(p.ids), maxLen)
 		if maxTokens == 0 && !req.ScoreOnly {

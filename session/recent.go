@@ -126,8 +126,9 @@ const encodeChunk = 64 << 10
 // limit tokens: a prompt far too long is found out after tokenizing a few
 // pieces of it, not all of it, so that a client cannot make the server
 // spend seconds and gigabytes on a prompt it will refuse. ok is false when
-// the prompt holds more than limit tokens; ids are then nil.
-func EncodePromptWithin(t *tokenizer.Tokenizer, text string, limit int) (ids []tokenizer.ID, ok bool) {
+// the prompt holds more than limit tokens; n is then at most its count of
+// tokens (its count when the prompt was tokenized whole), and ids nil.
+func EncodePromptWithin(t *tokenizer.Tokenizer, text string, limit int) (ids []tokenizer.ID, n int, ok bool) {
 	if len(text) > 4*encodeChunk {
 		// Pieces cut at line ends tokenize as the whole does except at the
 		// cuts, where a word split in two may take a token or two more:
@@ -147,12 +148,15 @@ func EncodePromptWithin(t *tokenizer.Tokenizer, text string, limit int) (ids []t
 			count += len(t.Encode(rest[:n], tokenizer.EncodeOptions{ParseSpecial: true}))
 			rest = rest[n:]
 			if count-2*cuts > limit {
-				return nil, false
+				return nil, count - 2*cuts, false
 			}
 		}
 	}
 	ids = EncodePrompt(t, text)
-	return ids, len(ids) <= limit
+	if len(ids) > limit {
+		return nil, len(ids), false
+	}
+	return ids, len(ids), true
 }
 
 // EncodePrompt tokenizes a prompt as llama-server does: special tokens

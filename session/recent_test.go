@@ -19,7 +19,7 @@ func TestEncodeWithinStopsEarly(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	if _, ok := EncodePromptWithin(tk, huge, 4096); ok {
+	if _, n, ok := EncodePromptWithin(tk, huge, 4096); ok || n <= 4096 {
 		t.Fatal("a 7.8 MB prompt fits 4096 tokens")
 	}
 	runtime.ReadMemStats(&after)
@@ -29,11 +29,11 @@ func TestEncodeWithinStopsEarly(t *testing.T) {
 	for _, n := range []int{1, 100, 20000} {
 		text := strings.Repeat(line, n)
 		want := EncodePrompt(tk, text)
-		got, ok := EncodePromptWithin(tk, text, len(want))
-		if !ok || len(got) != len(want) {
+		got, n, ok := EncodePromptWithin(tk, text, len(want))
+		if !ok || len(got) != len(want) || n != len(want) {
 			t.Errorf("%d bytes: %d tokens, ok %v; want %d", len(text), len(got), ok, len(want))
 		}
-		if _, ok := EncodePromptWithin(tk, text, len(want)-1); ok {
+		if _, n, ok := EncodePromptWithin(tk, text, len(want)-1); ok || n != len(want) {
 			t.Errorf("%d bytes: %d tokens fit a limit of %d", len(text), len(want), len(want)-1)
 		}
 	}

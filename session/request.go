@@ -33,6 +33,11 @@ type Request struct {
 	// IDPrefix starts the generation's id ("chatcmpl-", "msg_", ...); the
 	// id names the completion for feedback and for the router.
 	IDPrefix string
+	// CallIDPrefix starts the ids of the tool calls the model makes
+	// ("toolu_" for Anthropic); "" means "call_", OpenAI's. A tool-call
+	// format whose templates need ids of a fixed length (Mistral's nine
+	// characters) has them without a prefix.
+	CallIDPrefix string
 	// Route labels the generation in metrics: the HTTP route, or the
 	// command.
 	Route string
@@ -65,8 +70,9 @@ type Request struct {
 	// context left after the prompt, as llama-server does.
 	MaxTokens int
 	// FitMaxTokens caps MaxTokens at what the context leaves after the
-	// prompt, as ollama's num_predict is, instead of refusing a request
-	// whose prompt and MaxTokens exceed the context.
+	// prompt instead of refusing a request whose prompt and MaxTokens
+	// together exceed the context: ollama's num_predict, and Anthropic's
+	// newer models, whose answer then ends when the context is full.
 	FitMaxTokens bool
 	// MinTokens are generated before an end-of-generation token or a stop
 	// string may end a choice (vLLM's min_tokens).
