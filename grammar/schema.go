@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -68,19 +69,25 @@ func (b *Builder) Compile(root *Expr) (*Grammar, error) {
 // values valid under it: of all of them where the schema allows, and of a
 // subset of them where generating exactly the valid ones would take more
 // than a grammar (a pattern is matched whole rather than found inside the
-// string, objects get no properties beyond those named, numbers have at
-// most 16 digits before and after the point and no exponent when bounded,
-// formats are written in their simplest valid form). Properties come in the order of
-// "properties", the required ones always. Supported: type (one or a list),
-// enum, const, properties, required, additionalProperties, items,
-// prefixItems (and draft 7's items list with additionalItems), minItems,
-// maxItems, minLength, maxLength, pattern, format (date, time, date-time,
-// uuid, email, ipv4, hostname), minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum, anyOf, oneOf (with branches no value can match twice),
-// allOf (of object schemas), $ref to the same document ($defs,
-// definitions, any JSON pointer, recursion included), and the
-// annotations. Anything else that constrains values is a *SchemaError, as
-// is a schema no value satisfies.
+// string, unless the other constraints of the string leave no whole
+// match; objects get no properties beyond those named; numbers have at
+// most 16 digits before and after the point and no exponent when bounded;
+// formats are written in their simplest valid form). Properties come in
+// the order of "properties", the required ones always. Supported: type
+// (one or a list), enum, const, properties, required,
+// additionalProperties, items, prefixItems (and draft 7's items list with
+// additionalItems), minItems, maxItems, minLength, maxLength, pattern
+// (ECMA-262, lookaheads included), format (date, time, date-time,
+// duration, uuid, email, ipv4, ipv6, hostname, uri and their IRI and
+// reference forms; a format JSON schema does not define is an
+// annotation), any of pattern, format and the lengths together (counted
+// in characters), minimum, maximum, exclusiveMinimum, exclusiveMaximum,
+// anyOf, oneOf (with branches no value can match twice), allOf (of object
+// schemas), $ref to the same document ($defs, definitions, any JSON
+// pointer, recursion included), and the annotations. Anything else that
+// constrains values is a *SchemaError, as is a schema no value satisfies,
+// and one whose grammar would pass the limits (a pattern whose automaton
+// with the lengths counted needs more than 32768 states).
 func (b *Builder) JSONSchema(schema []byte) (*Expr, error) {
 	doc, err := decodeOrdered(schema)
 	if err != nil {
@@ -121,10 +128,15 @@ type schemaCompiler struct {
 }
 
 func (c *schemaCompiler) newRule(e *Expr) *Expr {
-	c.n++
-	name := c.prefix + strconv.Itoa(c.n)
+	name := c.ruleName()
 	c.b.rules[name] = e
 	return Ref(name)
+}
+
+// ruleName is a new name for a rule of this schema.
+func (c *schemaCompiler) ruleName() string {
+	c.n++
+	return c.prefix + strconv.Itoa(c.n)
 }
 
 // Keywords by what the compiler does with them.
@@ -403,37 +415,6 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 	}
 	lengths := minLen >= 0 || maxLen >= 0
 	minLen = max(minLen, 0)
-	if p, ok := o.get("pattern"); ok {
-		ps, ok := p.(string)
-		if !ok {
-			return nil, schemaErr(path+"/pattern", "pattern must be a string")
-		}
-		if lengths {
-			return nil, schemaErr(path, "pattern together with minLength or maxLength is not supported")
-		}
-		if _, ok := o.get("format"); ok {
-			return nil, schemaErr(path, "pattern together with format is not supported")
-		}
-		e, err := patternExpr(ps)
-		if err != nil {
-			return nil, schemaErr(path+"/pattern", "%v", err)
-		}
-		return Seq(Lit(`"`), c.newRule(e), Lit(`"`)), nil
-	}
-	if f, ok := o.get("format"); ok {
-		fs, ok := f.(string)
-		if !ok {
-			return nil, schemaErr(path+"/format", "format must be a string")
-		}
-		e, ok := formats()[fs]
-		if !ok {
-			return nil, schemaErr(path+"/format", "format %q is not supported (date, time, date-time, uuid, email, ipv4 and hostname are)", fs)
-		}
-		if lengths {
-			return nil, schemaErr(path, "format together with minLength or maxLength is not supported")
-		}
-		return Seq(Lit(`"`), e, Lit(`"`)), nil
-	}
 	if maxLen >= 0 && minLen > maxLen {
 		return nil, schemaErr(path, "minLength %d exceeds maxLength %d", minLen, maxLen)
 	}
@@ -443,14 +424,165 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 	if maxLen > MaxRepeat {
 		maxLen = MaxRepeat // shorter strings are valid too
 	}
-	if !lengths {
-		return Ref(ruleString), nil
+	pattern, hasPattern := o.vals["pattern"].(string)
+	if _, ok := o.get("pattern"); ok && !hasPattern {
+		return nil, schemaErr(path+"/pattern", "pattern must be a string")
 	}
-	return Seq(Lit(`"`), Repeat(Ref(ruleChar), minLen, maxLen), Lit(`"`)), nil
+	format, err := formatOf(o, path)
+	if err != nil {
+		return nil, err
+	}
+	quoted := func(e *Expr) *Expr { return Seq(Lit(`"`), e, Lit(`"`)) }
+	// Lengths that every string of the pattern or the format has anyway
+	// need no more.
+	within := func(lo, hi int) bool { return lo >= minLen && (maxLen < 0 || (hi >= 0 && hi <= maxLen)) }
+	if lengths && hasPattern && format == nil {
+		if n, err := parseRegex(pattern, ecma, false); err == nil && within(n.lengths()) {
+			lengths = false
+		}
+	}
+	if lengths && !hasPattern && format != nil && within(exprRe(format).lengths()) {
+		lengths = false
+	}
+	switch {
+	case hasPattern && format == nil && !lengths:
+		// A pattern read as it always was, when it can be.
+		if e, err := patternExpr(pattern); err == nil {
+			return quoted(c.newRule(e)), nil
+		}
+	case !hasPattern && format != nil && !lengths:
+		return quoted(format), nil
+	case !hasPattern && format == nil:
+		if !lengths {
+			return Ref(ruleString), nil
+		}
+		return quoted(Repeat(Ref(ruleChar), minLen, maxLen)), nil
+	}
+	e, err := c.stringFA(pattern, hasPattern, format, minLen, maxLen, lengths, path)
+	if err != nil {
+		return nil, err
+	}
+	return quoted(e), nil
+}
+
+// stringFA is the expression of the contents of the strings that match
+// the pattern (if any), have the format (if any), and have minLen to
+// maxLen characters (if lengths): the intersection of their automata. The
+// pattern is matched whole, as where it stands alone, unless no such
+// string satisfies the rest (a pattern ^2024- and the format date): then
+// it is found inside, as JSON schema reads it.
+func (c *schemaCompiler) stringFA(pattern string, hasPattern bool, format *Expr, minLen, maxLen int, lengths bool, path string) (*Expr, error) {
+	lim := &faBuild{}
+	fail := func(err error, at string) error {
+		if err == errFATooLarge {
+			return schemaErr(at, "the strings allowed here make a language too large to write as a grammar (%v)", err)
+		}
+		return schemaErr(at, "%v", err)
+	}
+	var formatFA *fa
+	if format != nil {
+		var err error
+		if formatFA, err = treeFA(exprRe(format), lim); err != nil {
+			return nil, fail(err, path+"/format")
+		}
+	}
+	// constrain is a with the format and the lengths, or nil if no text
+	// is left.
+	constrain := func(a *fa) (*fa, error) {
+		var err error
+		if formatFA != nil {
+			if a == nil {
+				a = formatFA
+			} else if a, err = intersect(a, formatFA, lim); err != nil || a.empty() {
+				return nil, err
+			}
+		}
+		if lengths {
+			hi := -1
+			if maxLen >= 0 {
+				hi = maxLen
+			}
+			if a, err = a.withLength(minLen, hi, lim); err != nil || a.empty() {
+				return nil, err
+			}
+		}
+		return a, nil
+	}
+	var a *fa
+	if hasPattern {
+		for _, search := range []bool{false, true} {
+			p, err := patternFA(pattern, search, lim)
+			if err != nil {
+				return nil, fail(err, path+"/pattern")
+			}
+			if !search && p.empty() {
+				return nil, schemaErr(path+"/pattern", "the pattern matches no string")
+			}
+			if a, err = constrain(p); err != nil {
+				return nil, fail(err, path)
+			}
+			if a != nil {
+				break
+			}
+		}
+	} else {
+		var err error
+		if a, err = constrain(nil); err != nil {
+			return nil, fail(err, path)
+		}
+	}
+	if a == nil {
+		var what []string
+		for _, w := range []struct {
+			has  bool
+			name string
+		}{{hasPattern, "the pattern"}, {format != nil, "the format"}, {lengths, "minLength and maxLength"}} {
+			if w.has {
+				what = append(what, w.name)
+			}
+		}
+		return nil, schemaErr(path, "no string satisfies %s together", strings.Join(what, " and "))
+	}
+	return a.expr(c.b.rules, c.ruleName, jsonCharExpr), nil
+}
+
+// assertedFormats are the formats JSON schema defines, and those other
+// validators know (period, semver): where formats are asserted, a value
+// must have one to be valid, so such a format that the compiler cannot
+// write is refused. Any other format is an annotation, as the
+// specification says of unknown formats (Pydantic's password, binary
+// and ipvanyaddress, OpenAPI's int64 and float).
+var assertedFormats = []string{"date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+	"idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+	"json-pointer", "relative-json-pointer", "regex", "period", "semver"}
+
+// formatOf is the expression of the format of o's strings, or nil for
+// none (or a format that asserts nothing).
+func formatOf(o *object, path string) (*Expr, error) {
+	f, ok := o.get("format")
+	if !ok {
+		return nil, nil
+	}
+	fs, ok := f.(string)
+	if !ok {
+		return nil, schemaErr(path+"/format", "format must be a string")
+	}
+	if e, ok := formats()[fs]; ok {
+		return e, nil
+	}
+	if !slices.Contains(assertedFormats, fs) {
+		return nil, nil
+	}
+	names := slices.Sorted(maps.Keys(formats()))
+	return nil, schemaErr(path+"/format", "format %q is not supported (%s are)", fs, strings.Join(names, ", "))
 }
 
 // formats are the string formats written, each in a simple valid form:
-// days up to the 28th, so that every date exists.
+// days up to the 28th, so that every date exists; IPv6 addresses in
+// full, eight groups; URIs as http, https or ftp URLs of a host name, a
+// path, a query and a fragment of unreserved characters (which are also
+// IRIs and references of both). Every form is ASCII, and of a bounded
+// length.
 func formats() map[string]*Expr {
 	d := Byte(Range('0', '9'))
 	two := func(lo, hi string) *Expr { return sameLength(lo, hi) }
@@ -469,14 +601,46 @@ func formats() map[string]*Expr {
 	// Four atoms of up to 12 keep an email's local part within 64 bytes.
 	atom := Repeat(Byte(atomChars), 1, 12)
 	octet := intRange(0, 255)
+	email := Seq(atom, Repeat(Seq(Lit("."), atom), 0, 3), Lit("@"), label, Repeat(Seq(Lit("."), label), 1, 3))
+	hostname := Seq(label, Repeat(Seq(Lit("."), label), 0, 3))
+	// A duration: weeks, or years, months and days and a time of hours,
+	// minutes and seconds, each part optional but not all.
+	n := Repeat(d, 1, 4)
+	unit := func(u string) *Expr { return Seq(n, Lit(u)) }
+	someOf := func(a, b, c *Expr) *Expr {
+		return Alt(Seq(a, Opt(b), Opt(c)), Seq(b, Opt(c)), c)
+	}
+	timePart := Seq(Lit("T"), someOf(unit("H"), unit("M"), unit("S")))
+	duration := Seq(Lit("P"), Alt(unit("W"), Seq(someOf(unit("Y"), unit("M"), unit("D")), Opt(timePart)), timePart))
+	group := Repeat(hex, 1, 4)
+	ipv6 := Seq(group, Repeat(Seq(Lit(":"), group), 7, 7))
+	unreserved := Range('a', 'z')
+	unreserved.AddRange('A', 'Z')
+	unreserved.AddRange('0', '9')
+	for _, c := range []byte("-._~") {
+		unreserved.AddRange(c, c)
+	}
+	word := Repeat(Byte(unreserved), 1, 16)
+	uri := Seq(Alt(Lit("http"), Lit("https"), Lit("ftp")), Lit("://"), hostname,
+		Repeat(Seq(Lit("/"), Repeat(Byte(unreserved), 0, 16)), 0, 6),
+		Opt(Seq(Lit("?"), word, Lit("="), word, Repeat(Seq(Lit("&"), word, Lit("="), word), 0, 3))),
+		Opt(Seq(Lit("#"), word)))
 	return map[string]*Expr{
-		"date":      date,
-		"time":      time,
-		"date-time": Seq(date, Lit("T"), time),
-		"uuid":      Seq(Repeat(hex, 8, 8), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 12, 12)),
-		"email":     Seq(atom, Repeat(Seq(Lit("."), atom), 0, 3), Lit("@"), label, Repeat(Seq(Lit("."), label), 1, 3)),
-		"ipv4":      Seq(octet, Lit("."), octet, Lit("."), octet, Lit("."), octet),
-		"hostname":  Seq(label, Repeat(Seq(Lit("."), label), 0, 3)),
+		"date":          date,
+		"time":          time,
+		"date-time":     Seq(date, Lit("T"), time),
+		"duration":      duration,
+		"uuid":          Seq(Repeat(hex, 8, 8), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 4, 4), Lit("-"), Repeat(hex, 12, 12)),
+		"email":         email,
+		"idn-email":     email,
+		"ipv4":          Seq(octet, Lit("."), octet, Lit("."), octet, Lit("."), octet),
+		"ipv6":          ipv6,
+		"hostname":      hostname,
+		"idn-hostname":  hostname,
+		"uri":           uri,
+		"uri-reference": uri,
+		"iri":           uri,
+		"iri-reference": uri,
 	}
 }
 

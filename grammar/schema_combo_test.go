@@ -1,0 +1,177 @@
+package grammar
+
+import (
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ruvllm/ruvllm/internal/schematest"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// comboSchemas are schemas as generators write them (Pydantic v2's
+// model_json_schema, zod-to-json-schema, typescript-json-schema) with
+// keyword combinations that need more than one keyword's grammar: valid
+// are outputs the grammar must accept, invalid ones it must refuse (all
+// checked against the validator first).
+var comboSchemas = []struct {
+	name           string
+	schema         string
+	valid, invalid []string
+}{
+	{"constr pattern and lengths (Pydantic)", `{"maxLength":12,"minLength":5,"pattern":"^[A-Z]{3}-\\d+$","title":"Code","type":"string"}`,
+		[]string{`"ABC-1"`, `"XYZ-12345678"`}, []string{`"ABC-"`, `"ABC-123456789"`, `"AB-12"`}},
+	{"zod string min max regex", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{
+		"slug":{"type":"string","minLength":3,"maxLength":8,"pattern":"^[a-z0-9]+(?:-[a-z0-9]+)*$"},
+		"word":{"type":"string","minLength":2,"pattern":"^[a-z]+$"},
+		"short":{"type":"string","maxLength":3,"pattern":"x"}},
+		"required":["slug","word","short"],"additionalProperties":false}`,
+		[]string{`{"slug": "ab-c", "word": "hello", "short": "x"}`, `{"slug": "abcdefgh", "word": "ab", "short": "x"}`},
+		[]string{`{"slug": "ab", "word": "hello", "short": "x"}`, `{"slug": "abc-", "word": "hello", "short": "x"}`,
+			`{"slug": "abc", "word": "a", "short": "x"}`}},
+	{"exact length (zod length)", `{"type":"string","minLength":4,"maxLength":4,"pattern":"^(ab|c)*$"}`,
+		[]string{`"abab"`, `"cabc"`, `"cccc"`}, []string{`"ccc"`, `"ccccc"`, `"abcab"`}},
+	{"lengths count characters", `{"type":"string","minLength":2,"maxLength":3,"pattern":"^[é日\"\\\\a]+$"}`,
+		[]string{`"éé"`, `"日日日"`, `"a\"\\"`, `"\"\""`}, []string{`"日"`, `"éééé"`, `"a\"\\a"`}},
+	{"length bound redundant", `{"type":"string","maxLength":10,"pattern":"^\\d{5}$"}`, []string{`"01234"`}, []string{`"0123"`}},
+	{"unanchored pattern with length", `{"type":"string","minLength":1,"maxLength":6,"pattern":"[0-9]+"}`,
+		[]string{`"123456"`}, []string{`"1234567"`}},
+	{"format and lengths", `{"type":"array","prefixItems":[
+		{"type":"string","format":"email","maxLength":20},{"type":"string","format":"date","minLength":10},
+		{"type":"string","format":"hostname","minLength":8,"maxLength":9}],"items":false,"minItems":3}`,
+		[]string{`["a@b.co", "2024-01-02", "abcd.efg"]`}, []string{`["abcdefghijkl@example.com", "2024-01-02", "abcd.efg"]`,
+			`["a@b.co", "2024-01-02", "ab.cd"]`}},
+	{"HttpUrl (Pydantic)", `{"type":"object","properties":{"url":{"format":"uri","maxLength":2083,"minLength":1,"title":"Url","type":"string"},
+		"short":{"format":"uri","maxLength":24,"type":"string"}},"required":["url","short"]}`,
+		[]string{`{"url": "https://example.com/a/b?x=1#top", "short": "http://a.b/c"}`}, nil},
+	{"formats", `{"type":"array","prefixItems":[{"type":"string","format":"duration"},{"type":"string","format":"ipv6"},
+		{"type":"string","format":"uri-reference"},{"type":"string","format":"password","maxLength":4},
+		{"type":"string","format":"binary"},{"type":"integer","format":"int64"}],"items":false,"minItems":6}`,
+		[]string{`["P1DT2H", "2001:db8:0:0:0:0:2:1", "ftp://x.y", "pw", "\u0000", 7]`, `["P3W", "0:0:0:0:0:0:0:1", "http://a", "", "", 0]`},
+		[]string{`["P", "::1", "http://a", "", "", 0]`}},
+	{"pattern and format", `{"type":"string","format":"date","pattern":"^2024-"}`, []string{`"2024-02-03"`}, []string{`"2023-02-03"`}},
+	{"Decimal (Pydantic)", `{"anyOf":[{"type":"number"},{"pattern":"^(?!^[-+.]*$)[+-]?0*\\d*\\.?\\d*$","type":"string"}],"title":"Price"}`,
+		[]string{`"1.5"`, `"-0012."`, `".5"`, `3.25`}, []string{`"-."`, `""`, `"+"`, `"1.2.3"`}},
+	// The first alternative, not anchored at the end, matches the start
+	// of any string: the validator takes any string but those of -+.
+	// alone; the grammar writes the whole matches.
+	{"condecimal (Pydantic)", `{"anyOf":[{"type":"number"},{"pattern":"^(?!^[-+.]*$)[+-]?0*(?:\\d{0,4}|(?=[\\d.]{1,7}0*$)\\d{0,4}\\.\\d{0,2}0*$)","type":"string"}],"title":"Price2"}`,
+		[]string{`"1234.56"`, `"-12.5000"`, `"7"`, `"+.5"`}, []string{`"."`, `"+-"`}},
+	{"lookahead for a required character", `{"type":"string","pattern":"^(?=.*\\d)(?=.*[A-Z])[A-Za-z\\d]{6,10}$"}`,
+		[]string{`"abcD12"`, `"A1bcdefghi"`}, []string{`"abcdef"`, `"abcde1"`, `"A1b"`}},
+	{"startsWith and a format (zod)", `{"type":"string","format":"uri","pattern":"^https:\\/\\/","maxLength":30}`,
+		[]string{`"https://a.b/c"`}, []string{`"http://a.b/c"`}},
+	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
+}
+
+// comboChecks are, for the schemas whose patterns the validator cannot
+// read (its regular expressions are RE2's, without lookaheads), schemas
+// that mean the same, which the outputs are validated against.
+var comboChecks = map[string]string{
+	"Decimal (Pydantic)":                 `{"anyOf":[{"type":"number"},{"type":"string","pattern":"^[+-]?0*\\d*\\.?\\d*$","not":{"pattern":"^[-+.]*$"}}]}`,
+	"condecimal (Pydantic)":              `{"anyOf":[{"type":"number"},{"type":"string","not":{"pattern":"^[-+.]*$"}}]}`,
+	"lookahead for a required character": `{"type":"string","allOf":[{"pattern":"^[A-Za-z\\d]{6,10}$"},{"pattern":"\\d"},{"pattern":"[A-Z]"}]}`,
+}
+
+func TestComboSchemas(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	pieces := testVocabulary(r)
+	eog := int32(len(pieces))
+	v := NewVocabulary(append(pieces, ""), []int32{eog})
+	pieces = append(pieces, "")
+	for _, tc := range comboSchemas {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := JSONSchema([]byte(tc.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := tc.schema
+			if c, ok := comboChecks[tc.name]; ok {
+				check = c
+			}
+			val := schematest.Compile(t, check)
+			for _, ex := range tc.valid {
+				schematest.Check(t, val, ex)
+				if m := NewMatcher(g, v); !m.AcceptBytes(ex) || !m.Matched() {
+					t.Errorf("the grammar does not match %q", ex)
+				}
+			}
+			for _, ex := range tc.invalid {
+				if valid(t, val, ex) {
+					t.Fatalf("%q is valid: not a test of refusal", ex)
+				}
+				if m := NewMatcher(g, v); m.AcceptBytes(ex) && m.Matched() {
+					t.Errorf("the grammar matches %q", ex)
+				}
+			}
+			for i := range 40 {
+				out, whole := walk(t, r, g, v, pieces, 120+i*5)
+				if !whole {
+					t.Fatalf("walk %d ended before a whole match: %q", i, out)
+				}
+				schematest.Check(t, val, out)
+			}
+		})
+	}
+}
+
+// TestLengthAutomaton checks patterns with length bounds against Go's
+// regexp (the same language for these patterns, matched whole) on every string of a
+// small alphabet up to a length, both ways.
+func TestLengthAutomaton(t *testing.T) {
+	v := NewVocabulary([]string{"x"}, nil)
+	patterns := []string{`^[ab]+$`, `^(ab|b)*a?$`, `^a(b|ba)*$`, `^(a|b{2,3})*$`, `^[^a]*a[^a]*$`, `^(?:ab?){1,3}c?$`, `^c|ab*$`}
+	bounds := [][2]int{{0, 3}, {2, 2}, {1, 5}, {3, -1}, {0, 0}, {4, 6}}
+	var texts []string
+	var gen func(s string)
+	gen = func(s string) {
+		texts = append(texts, s)
+		if len(s) < 7 {
+			for _, c := range "abc" {
+				gen(s + string(c))
+			}
+		}
+	}
+	gen("")
+	for _, p := range patterns {
+		re := regexp.MustCompile(`^(?:` + p + `)$`) // whole matches
+		for _, b := range bounds {
+			schema := `{"type":"string","pattern":` + quoteJSON(p) + `,"minLength":` + itoa(b[0])
+			if b[1] >= 0 {
+				schema += `,"maxLength":` + itoa(b[1])
+			}
+			schema += "}"
+			g, err := JSONSchema([]byte(schema))
+			if err != nil {
+				if strings.Contains(err.Error(), "no string") {
+					continue
+				}
+				t.Fatalf("%s: %v", schema, err)
+			}
+			m := NewMatcher(g, v)
+			for _, s := range texts {
+				n := utf8.RuneCountInString(s)
+				want := re.MatchString(s) && n >= b[0] && (b[1] < 0 || n <= b[1])
+				m.cur = m.a.start()
+				if got := m.AcceptBytes(`"`+s+`"`) && m.Matched(); got != want {
+					t.Errorf("%s: %q matched %v", schema, s, got)
+				}
+			}
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// valid reports whether out is valid under s.
+func valid(t *testing.T, s *jsonschema.Schema, out string) bool {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		return false
+	}
+	return s.Validate(inst) == nil
+}
