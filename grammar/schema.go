@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,7 +83,8 @@ func (b *Builder) Compile(root *Expr) (*Grammar, error) {
 // reference forms; a format JSON schema does not define is an
 // annotation), any of pattern, format and the lengths together (counted
 // in characters), minimum, maximum, exclusiveMinimum, exclusiveMaximum,
-// anyOf, oneOf (with branches no value can match twice), allOf (of object
+// multipleOf (exactly, as decimals; integers only for an integer
+// multipleOf), anyOf, oneOf (with branches no value can match twice), allOf (of object
 // schemas), $ref to the same document ($defs, definitions, any JSON
 // pointer, recursion included), and the annotations. Anything else that
 // constrains values is a *SchemaError, as is a schema no value satisfies,
@@ -147,7 +149,7 @@ var (
 		"contentEncoding", "contentMediaType", "contentSchema", "discriminator", "externalDocs", "xml", "strict"}
 	unsupportedKeywords = []string{"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
 		"dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-		"contains", "minContains", "maxContains", "multipleOf", "minProperties", "maxProperties",
+		"contains", "minContains", "maxContains", "minProperties", "maxProperties",
 		"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"}
 	// typeKeywords imply a type when "type" is absent.
 	typeKeywords = map[string]string{
@@ -155,6 +157,7 @@ var (
 		"items": "array", "prefixItems": "array", "additionalItems": "array", "minItems": "array", "maxItems": "array",
 		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
 		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
+		"multipleOf": "number",
 	}
 )
 
@@ -372,6 +375,18 @@ func (c *schemaCompiler) number(o *object, integer bool, path string) (*Expr, er
 		if !ex.b.set || ex.better(x, ex.b.v) || x == ex.b.v {
 			*ex.b = bound{set: true, v: x, exclusive: true}
 		}
+	}
+	if v, ok := o.get("multipleOf"); ok {
+		m, ok := v.(json.Number)
+		r, valid := new(big.Rat).SetString(string(m))
+		if !ok || !valid || r.Sign() <= 0 {
+			return nil, schemaErr(path+"/multipleOf", "multipleOf must be a number above 0")
+		}
+		e, err := c.multiples(r, lo, hi, integer)
+		if err != nil {
+			return nil, schemaErr(path, "%v", err)
+		}
+		return e, nil
 	}
 	if !lo.set && !hi.set {
 		if integer {

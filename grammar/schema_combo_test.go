@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -64,6 +65,20 @@ var comboSchemas = []struct {
 		[]string{`"abcD12"`, `"A1bcdefghi"`}, []string{`"abcdef"`, `"abcde1"`, `"A1b"`}},
 	{"startsWith and a format (zod)", `{"type":"string","format":"uri","pattern":"^https:\\/\\/","maxLength":30}`,
 		[]string{`"https://a.b/c"`}, []string{`"http://a.b/c"`}},
+	{"conint multiple_of (Pydantic)", `{"maximum":1000,"minimum":0,"multipleOf":5,"title":"Qty","type":"integer"}`,
+		[]string{`0`, `5`, `1000`, `995`}, []string{`3`, `1005`, `-5`}},
+	{"multipleOf without bounds", `{"type":"integer","multipleOf":7}`,
+		[]string{`0`, `-14`, `700000000000007`, `-0`}, []string{`15`, `7.5`}},
+	{"confloat multiple_of (Pydantic)", `{"multipleOf":0.5,"title":"Step","type":"number"}`,
+		[]string{`2.5`, `-3`, `0.5`, `10`}, []string{`0.25`, `1.3`}},
+	{"prices", `{"type":"object","properties":{"price":{"type":"number","multipleOf":0.01,"minimum":0},
+		"rate":{"type":"number","multipleOf":0.25,"exclusiveMinimum":0,"maximum":100000}},"required":["price","rate"]}`,
+		[]string{`{"price": 19.99, "rate": 0.25}`, `{"price": 0.1, "rate": 99999.75}`, `{"price": 5, "rate": 3}`},
+		[]string{`{"price": 0.001, "rate": 1}`, `{"price": 1, "rate": 0}`}},
+	{"integer multiple of a fraction", `{"type":"integer","multipleOf":2.5,"minimum":-1e12}`,
+		[]string{`5`, `-10`, `0`}, []string{`2`, `2.5`}},
+	{"multipleOf with a wide range (zod int positive multipleOf)", `{"type":"integer","exclusiveMinimum":0,"maximum":1000000000,"multipleOf":3}`,
+		[]string{`3`, `999999999`}, []string{`0`, `4`, `1000000002`}},
 	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
 }
 
@@ -174,4 +189,32 @@ func valid(t *testing.T, s *jsonschema.Schema, out string) bool {
 		return false
 	}
 	return s.Validate(inst) == nil
+}
+
+// TestMultiples compares multipleOf's grammar, with and without bounds,
+// with exact arithmetic on every multiple of 0.01 in a range, written
+// as JSON writes them.
+func TestMultiples(t *testing.T) {
+	v := NewVocabulary([]string{"x"}, nil)
+	for _, m := range []string{"7", "0.25", "0.01", "2.5", "0.3"} {
+		for _, bounds := range []string{``, `,"minimum":-50,"maximum":50`, `,"exclusiveMinimum":0,"maximum":1000`, `,"minimum":-3.5`} {
+			for _, typ := range []string{"integer", "number"} {
+				schema := `{"type":"` + typ + `","multipleOf":` + m + bounds + `}`
+				g, err := JSONSchema([]byte(schema))
+				if err != nil {
+					t.Fatalf("%s: %v", schema, err)
+				}
+				val := schematest.Compile(t, schema)
+				mat := NewMatcher(g, v)
+				for k := -1500; k <= 1500; k += 1 + k&3 {
+					s := decimalString(big.NewRat(int64(k), 100), 2)
+					want := valid(t, val, s)
+					mat.cur = mat.a.start()
+					if got := mat.AcceptBytes(s) && mat.Matched(); got != want {
+						t.Fatalf("%s: %s matched %v", schema, s, got)
+					}
+				}
+			}
+		}
+	}
 }
