@@ -192,8 +192,10 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 			return nil, schemaErr(path+"/"+k, "%s is not supported", k)
 		}
 	}
-	if u, ok := o.get("uniqueItems"); ok && u != false {
-		return nil, schemaErr(path+"/uniqueItems", "uniqueItems is not supported")
+	if u, ok := o.get("uniqueItems"); ok {
+		if _, isBool := u.(bool); !isBool {
+			return nil, schemaErr(path+"/uniqueItems", "uniqueItems must be a boolean")
+		}
 	}
 	if r, ok := o.get("$ref"); ok {
 		if other := constraining(o, "$ref"); len(other) > 0 {
@@ -695,6 +697,23 @@ func (c *schemaCompiler) array(o *object, path string) (*Expr, error) {
 		} else {
 			rest = it
 		}
+	}
+	// Items that must differ, more than one of them: unique.go.
+	most := maxItems
+	if rest == false && (most < 0 || most > len(prefix)) {
+		most = len(prefix)
+	}
+	if o.vals["uniqueItems"] == true && (most < 0 || most > 1) {
+		if len(prefix) > 0 {
+			return nil, schemaErr(path+"/uniqueItems", "uniqueItems with prefixItems is not supported")
+		}
+		if minItems > MaxRepeat {
+			return nil, schemaErr(path+"/minItems", "minItems above %d is not supported", MaxRepeat)
+		}
+		if maxItems > MaxRepeat {
+			maxItems = MaxRepeat
+		}
+		return c.uniqueArray(rest, restPath, minItems, maxItems, path)
 	}
 	var restExpr *Expr
 	if rest != false {
