@@ -473,6 +473,23 @@ func (a *fa) withLength(lo, hi int, lim *faBuild) (*fa, error) {
 	return out, out.checkSize(lim)
 }
 
+// matches reports whether a matches the text s.
+func (a *fa) matches(s string) bool {
+	cur := []int32{a.start}
+	for _, c := range s {
+		var next []int32
+		for _, q := range cur {
+			for _, m := range a.moves[q] {
+				if m.cs.has(c) && !slices.Contains(next, m.to) {
+					next = append(next, m.to)
+				}
+			}
+		}
+		cur = next
+	}
+	return slices.ContainsFunc(cur, func(q int32) bool { return a.final[q] })
+}
+
 // expr writes a (trimmed, matching something) as rules named by name in
 // rules: one per state, with an alternative per state it moves to (the
 // characters leading there merged into one set) and the empty one where

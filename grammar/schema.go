@@ -148,12 +148,13 @@ var (
 		"description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
 		"contentEncoding", "contentMediaType", "contentSchema", "discriminator", "externalDocs", "xml", "strict"}
 	unsupportedKeywords = []string{"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-		"dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-		"contains", "minContains", "maxContains", "minProperties", "maxProperties",
+		"dependencies", "unevaluatedProperties", "unevaluatedItems",
+		"contains", "minContains", "maxContains",
 		"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"}
 	// typeKeywords imply a type when "type" is absent.
 	typeKeywords = map[string]string{
 		"properties": "object", "required": "object", "additionalProperties": "object",
+		"patternProperties": "object", "propertyNames": "object", "minProperties": "object", "maxProperties": "object",
 		"items": "array", "prefixItems": "array", "additionalItems": "array", "minItems": "array", "maxItems": "array",
 		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
 		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
@@ -825,29 +826,80 @@ func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
 	if !hasAddl {
 		addl = true
 	}
+	minProps, err := count(o, "minProperties", path)
+	if err != nil {
+		return nil, err
+	}
+	maxProps, err := count(o, "maxProperties", path)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := c.objectKeys(o, path)
+	if err != nil {
+		return nil, err
+	}
 	// Required properties in the order of properties, then those only
-	// named in required; then the optional ones.
+	// named in required; then the optional ones. A named property the
+	// keys' rules refuse is left out, or makes the schema unsatisfiable
+	// if required.
 	var req, opt []string
 	for _, k := range props.keys {
-		if slices.Contains(required, k) {
+		if err := keys.check(k, path); err != nil {
+			return nil, err
+		}
+		switch {
+		case !keys.allows(k):
+			if slices.Contains(required, k) {
+				return nil, schemaErr(path+"/propertyNames", "the required property %q is not a valid property name", k)
+			}
+		case slices.Contains(required, k):
 			req = append(req, k)
-		} else if props.vals[k] != false {
+		case props.vals[k] != false:
 			opt = append(opt, k)
 		}
 	}
+	// The schema of a property only named in required: that of the one
+	// pattern it matches, else additionalProperties.
+	otherSchema := func(k string) (any, string, error) {
+		var found []int
+		for i, pp := range keys.patterns {
+			if pp.search.matches(k) {
+				found = append(found, i)
+			}
+		}
+		switch len(found) {
+		case 0:
+			return addl, path + "/additionalProperties", nil
+		case 1:
+			pp := keys.patterns[found[0]]
+			return pp.schema, pp.path, nil
+		}
+		return nil, "", schemaErr(path+"/patternProperties", "the required property %q matches several of patternProperties, which is not supported", k)
+	}
 	for _, k := range required {
 		if _, ok := props.get(k); !ok {
-			if addl == false {
+			if !keys.allows(k) {
+				return nil, schemaErr(path+"/propertyNames", "the required property %q is not a valid property name", k)
+			}
+			if ps, _, err := otherSchema(k); err != nil {
+				return nil, err
+			} else if ps == false {
 				return nil, schemaErr(path+"/required", "%q is required but additionalProperties is false and properties does not name it", k)
 			}
 			req = append(req, k)
 		}
 	}
+	if maxProps >= 0 && len(req) > maxProps {
+		return nil, schemaErr(path, "%d properties are required but maxProperties is %d", len(req), maxProps)
+	}
 	member := func(k string) (*Expr, error) {
 		ps, ok := props.get(k)
 		p := path + "/properties/" + escapePointer(k)
 		if !ok {
-			ps, p = addl, path+"/additionalProperties"
+			var err error
+			if ps, p, err = otherSchema(k); err != nil {
+				return nil, err
+			}
 		}
 		v, err := c.schema(ps, p)
 		if err != nil {
@@ -867,25 +919,51 @@ func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
 		}
 		body = append(body, m)
 	}
+	wrap := func(body ...*Expr) *Expr {
+		return Seq(Lit("{"), Ref(ruleWS), Seq(body...), Ref(ruleWS), Lit("}"))
+	}
+	// minProperties and maxProperties count the members besides the
+	// required ones.
+	moreMin, moreMax := max(minProps-len(req), 0), -1
+	if maxProps >= 0 {
+		moreMax = maxProps - len(req)
+	}
+	// An object with no properties named takes any members of the
+	// additionalProperties schema, or of patternProperties (a map); with
+	// properties named, the output keeps to them, which is valid whatever
+	// additionalProperties says.
+	if len(props.keys) == 0 {
+		more, err := c.mapMembers(keys, addl, req, moreMin, moreMax, len(req) > 0, path)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(append(body, more)...), nil
+	}
+	if moreMin > len(opt) {
+		return nil, schemaErr(path, "minProperties %d needs more properties than are named", minProps)
+	}
+	if moreMin > 0 || (moreMax >= 0 && moreMax < len(opt)) {
+		// Counted: the optional properties in order, each at most once.
+		items := make([]*Expr, len(opt))
+		for i, k := range opt {
+			m, err := member(k)
+			if err != nil {
+				return nil, err
+			}
+			items[i] = c.newRule(m)
+		}
+		e, err := c.inOrder(items, moreMin, moreMax, sep, len(req) == 0, path)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(append(body, e)...), nil
+	}
 	// Optional properties in order, any subset: rest(i) ::= sep m_i
 	// rest(i+1) | rest(i+1); with nothing required, the first present one
 	// has no separator: first(i) ::= m_i rest(i+1) | first(i+1).
 	rest := make([]*Expr, len(opt)+1)
 	first := make([]*Expr, len(opt)+1)
 	rest[len(opt)], first[len(opt)] = Empty(), Empty()
-	// An object with no properties named takes any members of the
-	// additionalProperties schema (a map); with properties named, the
-	// output keeps to them, which is valid whatever additionalProperties
-	// says.
-	if len(props.keys) == 0 && addl != false {
-		v, err := c.schema(addl, path+"/additionalProperties")
-		if err != nil {
-			return nil, err
-		}
-		kv := Seq(Ref(ruleString), Ref(ruleWS), Lit(":"), Ref(ruleWS), c.newRule(v))
-		rest[len(opt)] = Repeat(Seq(sep, kv), 0, -1)
-		first[len(opt)] = Opt(Seq(kv, rest[len(opt)]))
-	}
 	for i := len(opt) - 1; i >= 0; i-- {
 		m, err := member(opt[i])
 		if err != nil {
@@ -900,7 +978,7 @@ func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
 	} else {
 		body = append(body, first[0])
 	}
-	return Seq(Lit("{"), Ref(ruleWS), Seq(body...), Ref(ruleWS), Lit("}")), nil
+	return wrap(body...), nil
 }
 
 // escapePointer escapes a key for a JSON pointer.

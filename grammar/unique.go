@@ -44,9 +44,9 @@ func (c *schemaCompiler) uniqueArray(rest any, restPath string, minItems, maxIte
 			items[i] = c.newRule(Lit(jsonLiteral(v)))
 		}
 		if len(vals) <= maxAnyOrder {
-			return wrap(c.anyOrder(items, minItems, maxItems, sep)), nil
+			return wrap(c.anyOrder(items, minItems, maxItems, sep, true)), nil
 		}
-		e, err := c.inOrder(items, minItems, maxItems, sep, path)
+		e, err := c.inOrder(items, minItems, maxItems, sep, true, path)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,7 @@ func (c *schemaCompiler) uniqueArray(rest any, restPath string, minItems, maxIte
 		if len(items) < minItems {
 			return nil, schemaErr(path, "minItems %d is more unique strings than are written (%d, told apart by their first characters)", minItems, len(items))
 		}
-		e, err := c.inOrder(items, minItems, maxItems, sep, path)
+		e, err := c.inOrder(items, minItems, maxItems, sep, true, path)
 		if err != nil {
 			return nil, err
 		}
@@ -88,8 +88,9 @@ func (c *schemaCompiler) uniqueArray(rest any, restPath string, minItems, maxIte
 }
 
 // anyOrder is the items (told apart by their index), each at most once,
-// in any order: a rule per set of those written.
-func (c *schemaCompiler) anyOrder(items []*Expr, minItems, maxItems int, sep *Expr) *Expr {
+// in any order: a rule per set of those written. Each item follows sep,
+// but the first one when bare.
+func (c *schemaCompiler) anyOrder(items []*Expr, minItems, maxItems int, sep *Expr, bare bool) *Expr {
 	n := len(items)
 	names := make([]string, 1<<n)
 	var rule func(set int) *Expr
@@ -105,9 +106,9 @@ func (c *schemaCompiler) anyOrder(items []*Expr, minItems, maxItems int, sep *Ex
 				if set&(1<<i) != 0 {
 					continue
 				}
-				lead := Empty()
-				if set != 0 {
-					lead = sep
+				lead := sep
+				if set == 0 && bare {
+					lead = Empty()
 				}
 				alts = append(alts, Seq(lead, items[i], rule(set|1<<i)))
 			}
@@ -132,8 +133,9 @@ func bitCount(x int) int {
 // inOrder is the items (told apart by their index), each at most once,
 // in the order given: a rule per index and count of items written so far
 // (the count kept up to maxItems, or while it is below minItems and to
-// tell the first item, which has no separator, from the others).
-func (c *schemaCompiler) inOrder(items []*Expr, minItems, maxItems int, sep *Expr, path string) (*Expr, error) {
+// tell the first item from the others). Each item follows sep, but the
+// first one when bare.
+func (c *schemaCompiler) inOrder(items []*Expr, minItems, maxItems int, sep *Expr, bare bool, path string) (*Expr, error) {
 	n := len(items)
 	top := maxItems
 	if top < 0 {
@@ -156,9 +158,9 @@ func (c *schemaCompiler) inOrder(items []*Expr, minItems, maxItems int, sep *Exp
 			alts = append(alts, Empty())
 		} else {
 			if maxItems < 0 || count < maxItems {
-				lead := Empty()
-				if count > 0 {
-					lead = sep
+				lead := sep
+				if count == 0 && bare {
+					lead = Empty()
 				}
 				next := count + 1
 				if maxItems < 0 {
