@@ -199,28 +199,46 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 		}
 	}
 	if r, ok := o.get("$ref"); ok {
-		if other := constraining(o, "$ref"); len(other) > 0 {
-			return nil, schemaErr(path, "$ref beside other constraints (%s) is not supported", strings.Join(other, ", "))
-		}
 		ref, ok := r.(string)
 		if !ok {
 			return nil, schemaErr(path+"/$ref", "$ref must be a string")
 		}
-		return c.ref(ref, path)
+		if len(constraining(o, "$ref")) == 0 {
+			return c.ref(ref, path)
+		}
+		// Beside other keywords (as in 2019-09 and later, and OpenAPI):
+		// all of them apply, as allOf of the reference and the rest.
+		branches := []any{&object{keys: []string{"$ref"}, vals: map[string]any{"$ref": ref}}}
+		others := &object{vals: map[string]any{}}
+		for _, k := range o.keys {
+			switch k {
+			case "$ref":
+			case "allOf":
+				list, ok := o.vals[k].([]any)
+				if !ok {
+					return nil, schemaErr(path+"/allOf", "allOf must be a non-empty array")
+				}
+				branches = append(branches, list...)
+			default:
+				others.keys = append(others.keys, k)
+				others.vals[k] = o.vals[k]
+			}
+		}
+		merged, err := c.mergeAllOf(others, branches, path)
+		if err != nil {
+			return nil, err
+		}
+		return c.objectSchema(merged, path)
 	}
 	if v, ok := o.get("const"); ok {
-		return Lit(jsonLiteral(v)), nil
+		return c.literals([]any{v}, o, "const", path)
 	}
 	if v, ok := o.get("enum"); ok {
 		vals, ok := v.([]any)
 		if !ok || len(vals) == 0 {
 			return nil, schemaErr(path+"/enum", "enum must be a non-empty array")
 		}
-		alts := make([]*Expr, len(vals))
-		for i, x := range vals {
-			alts[i] = Lit(jsonLiteral(x))
-		}
-		return Alt(alts...), nil
+		return c.literals(vals, o, "enum", path)
 	}
 	if v, ok := o.get("allOf"); ok {
 		merged, err := c.mergeAllOf(o, v, path)
@@ -270,6 +288,44 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 			return nil, err
 		}
 		alts = append(alts, e)
+	}
+	return Alt(alts...), nil
+}
+
+// literals is the expression of the values of an enum or a const that
+// the schema's other keywords allow: those of its types, and those that
+// the grammar of the rest of the schema matches as they are written (a
+// value it cannot tell is left out; the rest is not checked if it has no
+// grammar).
+func (c *schemaCompiler) literals(vals []any, o *object, kw, path string) (*Expr, error) {
+	types, err := typesOf(o, path)
+	if err != nil {
+		return nil, err
+	}
+	if _, explicit := o.get("type"); explicit && len(types) > 0 {
+		vals = slices.DeleteFunc(slices.Clone(vals), func(v any) bool { return !hasType(v, types) })
+	}
+	if len(constraining(o, kw, "type", "enum", "const")) > 0 && len(vals) > 0 {
+		rest := &object{vals: map[string]any{}}
+		for _, k := range o.keys {
+			if k != "enum" && k != "const" {
+				rest.keys = append(rest.keys, k)
+				rest.vals[k] = o.vals[k]
+			}
+		}
+		rest.patterns = o.patterns
+		if e, err := c.objectSchema(rest, path); err == nil {
+			if g, err := Compile(e, c.b.rules); err == nil {
+				vals = slices.DeleteFunc(vals, func(v any) bool { return !g.matches(jsonLiteral(v)) })
+			}
+		}
+	}
+	if len(vals) == 0 {
+		return nil, schemaErr(path+"/"+kw, "no value of %s satisfies the schema's other keywords", kw)
+	}
+	alts := make([]*Expr, len(vals))
+	for i, x := range vals {
+		alts[i] = Lit(jsonLiteral(x))
 	}
 	return Alt(alts...), nil
 }
@@ -446,6 +502,12 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 	if _, ok := o.get("pattern"); ok && !hasPattern {
 		return nil, schemaErr(path+"/pattern", "pattern must be a string")
 	}
+	var patterns []string
+	if hasPattern {
+		patterns = append(patterns, pattern)
+	}
+	patterns = append(patterns, o.patterns...)
+	hasPattern = len(patterns) > 0
 	format, err := formatOf(o, path)
 	if err != nil {
 		return nil, err
@@ -454,7 +516,7 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 	// Lengths that every string of the pattern or the format has anyway
 	// need no more.
 	within := func(lo, hi int) bool { return lo >= minLen && (maxLen < 0 || (hi >= 0 && hi <= maxLen)) }
-	if lengths && hasPattern && format == nil {
+	if lengths && len(patterns) == 1 && format == nil {
 		if n, err := parseRegex(pattern, ecma, false); err == nil && within(n.lengths()) {
 			lengths = false
 		}
@@ -463,7 +525,7 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 		lengths = false
 	}
 	switch {
-	case hasPattern && format == nil && !lengths:
+	case len(patterns) == 1 && format == nil && !lengths:
 		// A pattern read as it always was, when it can be.
 		if e, err := patternExpr(pattern); err == nil {
 			return quoted(c.newRule(e)), nil
@@ -476,7 +538,7 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 		}
 		return quoted(Repeat(Ref(ruleChar), minLen, maxLen)), nil
 	}
-	e, err := c.stringFA(pattern, hasPattern, format, minLen, maxLen, lengths, path)
+	e, err := c.stringFA(patterns, format, minLen, maxLen, lengths, path)
 	if err != nil {
 		return nil, err
 	}
@@ -484,12 +546,13 @@ func (c *schemaCompiler) str(o *object, path string) (*Expr, error) {
 }
 
 // stringFA is the expression of the contents of the strings that match
-// the pattern (if any), have the format (if any), and have minLen to
-// maxLen characters (if lengths): the intersection of their automata. The
-// pattern is matched whole, as where it stands alone, unless no such
-// string satisfies the rest (a pattern ^2024- and the format date): then
-// it is found inside, as JSON schema reads it.
-func (c *schemaCompiler) stringFA(pattern string, hasPattern bool, format *Expr, minLen, maxLen int, lengths bool, path string) (*Expr, error) {
+// the patterns (if any; several from allOf), have the format (if any), and
+// have minLen to maxLen characters (if lengths): the intersection of their
+// automata. The patterns are matched whole, as where one stands alone,
+// unless no such string satisfies the rest (a pattern ^2024- and the
+// format date): then they are found inside, as JSON schema reads them.
+func (c *schemaCompiler) stringFA(patterns []string, format *Expr, minLen, maxLen int, lengths bool, path string) (*Expr, error) {
+	hasPattern := len(patterns) > 0
 	lim := &faBuild{}
 	fail := func(err error, at string) error {
 		if err == errFATooLarge {
@@ -529,12 +592,24 @@ func (c *schemaCompiler) stringFA(pattern string, hasPattern bool, format *Expr,
 	var a *fa
 	if hasPattern {
 		for _, search := range []bool{false, true} {
-			p, err := patternFA(pattern, search, lim)
-			if err != nil {
-				return nil, fail(err, path+"/pattern")
+			var p *fa
+			for _, pattern := range patterns {
+				q, err := patternFA(pattern, search, lim)
+				if err != nil {
+					return nil, fail(err, path+"/pattern")
+				}
+				if !search && q.empty() {
+					return nil, schemaErr(path+"/pattern", "the pattern %q matches no string", pattern)
+				}
+				if p == nil {
+					p = q
+				} else if p, err = intersect(p, q, lim); err != nil {
+					return nil, fail(err, path)
+				}
 			}
-			if !search && p.empty() {
-				return nil, schemaErr(path+"/pattern", "the pattern matches no string")
+			var err error
+			if p.empty() {
+				continue
 			}
 			if a, err = constrain(p); err != nil {
 				return nil, fail(err, path)
@@ -554,7 +629,7 @@ func (c *schemaCompiler) stringFA(pattern string, hasPattern bool, format *Expr,
 		for _, w := range []struct {
 			has  bool
 			name string
-		}{{hasPattern, "the pattern"}, {format != nil, "the format"}, {lengths, "minLength and maxLength"}} {
+		}{{hasPattern, "the patterns"}, {format != nil, "the format"}, {lengths, "minLength and maxLength"}} {
 			if w.has {
 				what = append(what, w.name)
 			}
@@ -1065,10 +1140,10 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 		}
 		return nil, schemaErr(path+"/allOf/0", "allOf of a boolean schema is not supported")
 	}
-	merged := &object{vals: map[string]any{"type": "object"}, keys: []string{"type"}}
-	props := &object{vals: map[string]any{}}
-	var required []any
+	// The parts, their references followed.
 	parts := append([]any{rest}, branches...)
+	paths := make([]string, len(parts))
+	objects := false
 	for i, p := range parts {
 		bp := path
 		if i > 0 {
@@ -1084,13 +1159,39 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 			if !isRef || !strings.HasPrefix(rs, "#") || depth > maxNesting {
 				break
 			}
+			if other := constraining(po, "$ref"); len(other) > 0 {
+				return nil, schemaErr(bp, "$ref beside other constraints (%s) inside allOf is not supported", strings.Join(other, ", "))
+			}
 			target, err := c.resolve(rs[1:])
 			if err != nil {
 				return nil, schemaErr(bp+"/$ref", "%v", err)
 			}
 			p = target
 		}
+		parts[i], paths[i] = p, bp
+		for _, k := range constraining(p.(*object)) {
+			if typeKeywords[k] == "object" || (k == "type" && p.(*object).vals[k] == "object") {
+				objects = true
+			}
+		}
+	}
+	if !objects {
+		return mergeScalars(parts, paths)
+	}
+	merged := &object{vals: map[string]any{"type": "object"}, keys: []string{"type"}}
+	props := &object{vals: map[string]any{}}
+	var required []any
+	// closed are the property names of the parts that allow no others
+	// (additionalProperties false: it sees only its own part's
+	// properties, so the others' must be left out).
+	var closed [][]string
+	for i, p := range parts {
+		bp := paths[i]
 		po := p.(*object)
+		var own []string
+		if pp, ok := po.vals["properties"].(*object); ok {
+			own = pp.keys
+		}
 		for _, k := range constraining(po) {
 			switch k {
 			case "type":
@@ -1103,8 +1204,10 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 					return nil, schemaErr(bp+"/properties", "properties must be an object")
 				}
 				for _, name := range pp.keys {
-					if _, dup := props.vals[name]; dup {
-						return nil, schemaErr(bp+"/properties/"+escapePointer(name), "allOf with the property %q in two branches is not supported", name)
+					if old, dup := props.vals[name]; dup {
+						// Both schemas apply.
+						props.vals[name] = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{old, pp.vals[name]}}}
+						continue
 					}
 					props.keys = append(props.keys, name)
 					props.vals[name] = pp.vals[name]
@@ -1116,18 +1219,120 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 				}
 				required = append(required, list...)
 			case "additionalProperties":
-				if po.vals[k] == false {
-					merged.vals[k] = false
+				switch a := po.vals[k]; {
+				case a == false:
+					closed = append(closed, own)
+				case !trivial(a):
+					return nil, schemaErr(bp+"/additionalProperties", "additionalProperties with a schema inside allOf is not supported")
 				}
 			default:
 				return nil, schemaErr(bp+"/"+k, "%s inside allOf is not supported", k)
 			}
 		}
 	}
+	if len(closed) > 0 {
+		allowed := func(name string) bool {
+			for _, own := range closed {
+				if !slices.Contains(own, name) {
+					return false
+				}
+			}
+			return true
+		}
+		for _, r := range required {
+			if name, ok := r.(string); ok && !allowed(name) {
+				return nil, schemaErr(path, "%q is required, but a branch of allOf with additionalProperties false does not name it", name)
+			}
+		}
+		props.keys = slices.DeleteFunc(props.keys, func(name string) bool { return !allowed(name) })
+		merged.keys = append(merged.keys, "additionalProperties")
+		merged.vals["additionalProperties"] = false
+	}
 	merged.keys = append(merged.keys, "properties", "required")
 	merged.vals["properties"], merged.vals["required"] = props, required
-	if _, ok := merged.vals["additionalProperties"]; ok {
-		merged.keys = append(merged.keys, "additionalProperties")
+	return merged, nil
+}
+
+// mergeScalars merges the parts of an allOf that describe no objects
+// into one schema: the types they share, the tighter of their bounds, all
+// their patterns, their one format, enum or const.
+func mergeScalars(parts []any, paths []string) (*object, error) {
+	merged := &object{vals: map[string]any{}}
+	set := func(k string, v any) {
+		if _, ok := merged.vals[k]; !ok {
+			merged.keys = append(merged.keys, k)
+		}
+		merged.vals[k] = v
+	}
+	var types []string
+	typed := false
+	for i, p := range parts {
+		po := p.(*object)
+		bp := paths[i]
+		for _, k := range constraining(po) {
+			v := po.vals[k]
+			old, had := merged.vals[k]
+			switch k {
+			case "type":
+				ts, err := typesOf(&object{keys: []string{"type"}, vals: map[string]any{"type": v}}, bp)
+				if err != nil {
+					return nil, err
+				}
+				if !typed {
+					types, typed = ts, true
+					continue
+				}
+				// integer within number is integer.
+				var both []string
+				for _, t := range types {
+					if slices.Contains(ts, t) || (t == "integer" && slices.Contains(ts, "number")) {
+						both = append(both, t)
+					} else if t == "number" && slices.Contains(ts, "integer") {
+						both = append(both, "integer")
+					}
+				}
+				types = both
+			case "pattern":
+				ps, ok := v.(string)
+				if !ok {
+					return nil, schemaErr(bp+"/pattern", "pattern must be a string")
+				}
+				if !had {
+					set(k, ps)
+				} else if ps != old {
+					merged.patterns = append(merged.patterns, ps)
+				}
+			case "minLength", "minimum", "exclusiveMinimum", "maxLength", "maximum", "exclusiveMaximum":
+				x, ok := numberValue(v)
+				if !ok {
+					return nil, schemaErr(bp+"/"+k, "%s must be a number", k)
+				}
+				if had {
+					y, _ := numberValue(old)
+					if (strings.HasPrefix(k, "max") || k == "exclusiveMaximum") == (y < x) {
+						continue // the one set is tighter
+					}
+				}
+				set(k, v)
+			case "format", "enum", "const", "multipleOf":
+				if had && canonical(old) != canonical(v) {
+					return nil, schemaErr(bp+"/"+k, "allOf with two different %s is not supported", k)
+				}
+				set(k, v)
+			default:
+				return nil, schemaErr(bp+"/"+k, "%s inside allOf is not supported", k)
+			}
+		}
+	}
+	if typed {
+		if len(types) == 0 {
+			return nil, schemaErr(paths[0], "the branches of allOf share no type: no value satisfies them all")
+		}
+		list := make([]any, len(types))
+		for i, t := range types {
+			list[i] = t
+		}
+		set("type", list)
 	}
 	return merged, nil
 }
