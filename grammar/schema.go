@@ -252,9 +252,6 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 		if !ok {
 			continue
 		}
-		if other := constraining(o, kw, "type"); len(other) > 0 {
-			return nil, schemaErr(path, "%s beside other constraints (%s) is not supported", kw, strings.Join(other, ", "))
-		}
 		branches, ok := v.([]any)
 		if !ok || len(branches) == 0 {
 			return nil, schemaErr(path+"/"+kw, "%s must be a non-empty array", kw)
@@ -263,6 +260,9 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 			if err := c.checkExclusive(branches, path+"/oneOf"); err != nil {
 				return nil, err
 			}
+		}
+		if len(constraining(o, kw, "type")) > 0 {
+			return c.distribute(o, kw, branches, path)
 		}
 		alts := make([]*Expr, len(branches))
 		for i, br := range branches {
@@ -288,6 +288,44 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 			return nil, err
 		}
 		alts = append(alts, e)
+	}
+	return Alt(alts...), nil
+}
+
+// distribute compiles anyOf or oneOf beside other keywords as the
+// alternatives of each branch together with them (allOf of the two): a
+// value valid under one of those is valid under the whole. A branch that
+// no value satisfies together with the rest is left out, and the schema
+// refused only when every branch is (with the first branch's error).
+// oneOf's branches, told apart already, stay apart once narrowed.
+func (c *schemaCompiler) distribute(o *object, kw string, branches []any, path string) (*Expr, error) {
+	rest := &object{vals: map[string]any{}}
+	for _, k := range o.keys {
+		if k != kw {
+			rest.keys = append(rest.keys, k)
+			rest.vals[k] = o.vals[k]
+		}
+	}
+	rest.patterns = o.patterns
+	var alts []*Expr
+	var first error
+	for i, br := range branches {
+		bp := path + "/" + kw + "/" + strconv.Itoa(i)
+		merged, err := c.mergeAllOf(rest, []any{br}, path)
+		var e *Expr
+		if err == nil {
+			e, err = c.objectSchema(merged, bp)
+		}
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		alts = append(alts, e)
+	}
+	if len(alts) == 0 {
+		return nil, first
 	}
 	return Alt(alts...), nil
 }

@@ -125,6 +125,11 @@ var comboSchemas = []struct {
 	{"enum filtered by its siblings", `{"type":"object","properties":{"a":{"type":"string","enum":["x","yy",3,null]},
 		"b":{"enum":["red","green","blue"],"maxLength":4},"c":{"const":5,"minimum":1}},"required":["a","b","c"]}`,
 		[]string{`{"a": "yy", "b": "red", "c": 5}`}, []string{`{"a": 3, "b": "red", "c": 5}`, `{"a": "x", "b": "green", "c": 5}`}},
+	{"anyOf beside an object's keywords", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},
+		"anyOf":[{"required":["a"]},{"required":["b"]}]}`, []string{`{"a": "x"}`, `{"b": "y"}`, `{"a": "x", "b": "y"}`}, []string{`{}`}},
+	{"anyOf beside a string's keywords", `{"type":"string","maxLength":5,"anyOf":[{"format":"ipv4"},{"pattern":"^x+$"}]}`,
+		[]string{`"xx"`}, []string{`"1.2.3.4"`, `"xxxxxx"`}},
+	{"ip (zod)", `{"type":"string","anyOf":[{"format":"ipv4"},{"format":"ipv6"}]}`, []string{`"10.0.0.1"`, `"1:2:3:4:5:6:7:8"`}, []string{`"x"`}},
 	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
 }
 
@@ -262,5 +267,42 @@ func TestMultiples(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// generatorModels are whole models as the generators write them: a
+// Pydantic v2 model of every common field type (model_json_schema of
+// Pydantic 2.13, less the Decimal fields, whose lookahead patterns the
+// validator cannot read: see comboSchemas) and a zod object
+// (zod-to-json-schema 3, less z.string().emoji(), whose \p{...} classes
+// are not supported).
+var generatorModels = []struct{ name, schema string }{
+	{"Pydantic", `{"$defs":{"Cat":{"properties":{"pet_type":{"const":"cat","title":"Pet Type","type":"string"},"meows":{"title":"Meows","type":"integer"}},"required":["pet_type","meows"],"title":"Cat","type":"object"},"Color":{"enum":["red","green"],"title":"Color","type":"string"},"Dog":{"properties":{"pet_type":{"const":"dog","title":"Pet Type","type":"string"},"barks":{"title":"Barks","type":"number"}},"required":["pet_type","barks"],"title":"Dog","type":"object"}},"properties":{"code":{"maxLength":12,"minLength":5,"pattern":"^[A-Z]{3}-\\d+$","title":"Code","type":"string"},"name":{"description":"d","examples":["x"],"maxLength":50,"minLength":1,"title":"Name","type":"string"},"qty":{"maximum":1000,"minimum":0,"multipleOf":5,"title":"Qty","type":"integer"},"pos":{"exclusiveMinimum":0,"title":"Pos","type":"integer"},"ratio":{"exclusiveMaximum":1,"exclusiveMinimum":0,"title":"Ratio","type":"number"},"step":{"multipleOf":0.5,"title":"Step","type":"number"},"opt":{"anyOf":[{"type":"string"},{"type":"null"}],"default":null,"title":"Opt"},"lit":{"enum":["a","b"],"title":"Lit","type":"string"},"one":{"const":"only","title":"One","type":"string"},"color":{"$ref":"#/$defs/Color","default":"red"},"pet":{"discriminator":{"mapping":{"cat":"#/$defs/Cat","dog":"#/$defs/Dog"},"propertyName":"pet_type"},"oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}],"title":"Pet"},"d":{"format":"date","title":"D","type":"string"},"dt":{"format":"date-time","title":"Dt","type":"string"},"t":{"format":"time","title":"T","type":"string"},"td":{"format":"duration","title":"Td","type":"string"},"u":{"format":"uuid","title":"U","type":"string"},"e":{"format":"email","title":"E","type":"string"},"url":{"format":"uri","maxLength":2083,"minLength":1,"title":"Url","type":"string"},"aurl":{"format":"uri","minLength":1,"title":"Aurl","type":"string"},"tags":{"items":{"type":"string"},"maxItems":5,"minItems":1,"title":"Tags","type":"array"},"s":{"items":{"type":"string"},"title":"S","type":"array","uniqueItems":true},"fs":{"items":{"$ref":"#/$defs/Color"},"title":"Fs","type":"array","uniqueItems":true},"m":{"additionalProperties":{"type":"integer"},"title":"M","type":"object"},"mk":{"patternProperties":{"^[a-z]+$":{"type":"number"}},"title":"Mk","type":"object"},"ml":{"additionalProperties":{"type":"integer"},"propertyNames":{"enum":["x","y"]},"title":"Ml","type":"object"},"tup":{"maxItems":2,"minItems":2,"prefixItems":[{"type":"integer"},{"type":"string"}],"title":"Tup","type":"array"},"vt":{"items":{"type":"integer"},"title":"Vt","type":"array"},"secret":{"format":"password","title":"Secret","type":"string","writeOnly":true},"ip":{"format":"ipvanyaddress","title":"Ip","type":"string"},"ip4":{"format":"ipv4","title":"Ip4","type":"string"},"ip6":{"format":"ipv6","title":"Ip6","type":"string"},"b":{"format":"binary","title":"B","type":"string"},"nested":{"anyOf":[{"$ref":"#/$defs/Cat"},{"type":"null"}],"default":null},"lst":{"default":[],"items":{"$ref":"#/$defs/Cat"},"title":"Lst","type":"array"},"ann":{"exclusiveMaximum":10,"exclusiveMinimum":0,"title":"Ann","type":"integer"},"strict":{"title":"Strict","type":"string"},"nn":{"minimum":0,"title":"Nn","type":"number"}},"required":["code","name","qty","pos","ratio","step","lit","one","pet","d","dt","t","td","u","e","url","aurl","tags","s","fs","m","mk","ml","tup","vt","secret","ip","ip4","ip6","b","ann","strict","nn"],"title":"M","type":"object"}`},
+	{"zod", `{"$ref":"#/definitions/S","definitions":{"S":{"type":"object","properties":{"id":{"type":"string","format":"uuid"},"name":{"type":"string","minLength":1,"maxLength":50},"slug":{"type":"string","pattern":"^[a-z0-9-]+$","minLength":3,"maxLength":20},"code":{"type":"string","allOf":[{"pattern":"^[A-Z]"},{"pattern":"\\d$"}]},"email":{"type":"string","format":"email"},"site":{"type":"string","format":"uri"},"age":{"type":"integer","exclusiveMinimum":0,"maximum":150},"score":{"type":"number","minimum":0,"maximum":1},"qty":{"type":"integer","multipleOf":5,"minimum":0},"tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":5},"status":{"type":"string","enum":["active","inactive"],"default":"active"},"nick":{"type":["string","null"]},"at":{"type":"string","format":"date-time"},"created":{"type":"string","format":"date-time"},"when":{"type":"string","format":"date"},"kind":{"type":"string","const":"user"},"pair":{"type":"array","minItems":2,"maxItems":2,"items":[{"type":"string"},{"type":"number"}]},"meta":{"type":"object","additionalProperties":{"type":"number"}},"pet":{"anyOf":[{"type":"object","properties":{"type":{"type":"string","const":"cat"},"lives":{"type":"number"}},"required":["type","lives"],"additionalProperties":false},{"type":"object","properties":{"type":{"type":"string","const":"dog"},"good":{"type":"boolean"}},"required":["type","good"],"additionalProperties":false}]},"either":{"type":["string","number"]},"start":{"type":"string","allOf":[{"pattern":"^ab"},{"pattern":"z$"}]},"ip":{"type":"string","anyOf":[{"format":"ipv4"},{"format":"ipv6"}]},"cuid":{"type":"string","pattern":"^[cC][^\\s-]{8,}$"},"len":{"type":"string","minLength":4,"maxLength":4},"big":{"type":"integer","format":"int64"},"set":{"type":"array","uniqueItems":true,"items":{"type":"string"}},"inter":{"allOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},{"type":"object","properties":{"b":{"type":"number"}},"required":["b"]}]},"opt":{"type":"number","description":"an optional"}},"required":["id","name","slug","code","email","age","score","qty","tags","nick","at","created","when","kind","pair","meta","pet","either","start","ip","cuid","len","big","set","inter"],"additionalProperties":false}},"$schema":"http://json-schema.org/draft-07/schema#"}`},
+}
+
+// TestGeneratorModels compiles whole models and validates random walks
+// through them, with budgets above their shortest outputs.
+func TestGeneratorModels(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	pieces := testVocabulary(r)
+	eog := int32(len(pieces))
+	v := NewVocabulary(append(pieces, ""), []int32{eog})
+	pieces = append(pieces, "")
+	for _, tc := range generatorModels {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := JSONSchema([]byte(tc.schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			val := schematest.Compile(t, tc.schema)
+			for i := range 12 {
+				out, whole := walk(t, r, g, v, pieces, g.MinLength()+100+i*40)
+				if !whole {
+					t.Fatalf("walk %d ended before a whole match: %q", i, out)
+				}
+				schematest.Check(t, val, out)
+			}
+		})
 	}
 }
