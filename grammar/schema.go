@@ -73,23 +73,28 @@ func (b *Builder) Compile(root *Expr) (*Grammar, error) {
 // string, unless the other constraints of the string leave no whole
 // match; objects get no properties beyond those named; numbers have at
 // most 16 digits before and after the point and no exponent when bounded;
-// formats are written in their simplest valid form). Properties come in
-// the order of "properties", the required ones always. Supported: type
-// (one or a list), enum, const, properties, required,
-// additionalProperties, items, prefixItems (and draft 7's items list with
-// additionalItems), minItems, maxItems, minLength, maxLength, pattern
-// (ECMA-262, lookaheads included), format (date, time, date-time,
+// formats are written in their simplest valid form; items that must be
+// unique are written in a form that keeps them apart, unique.go).
+// Properties come in the order of "properties", the required ones always.
+// Supported: type (one or a list), enum and const (the values the other
+// keywords allow), properties, required, additionalProperties,
+// patternProperties, propertyNames, minProperties, maxProperties, items,
+// prefixItems (and draft 7's items list with additionalItems), minItems,
+// maxItems, uniqueItems, minLength and maxLength (counted in characters),
+// pattern (ECMA-262, lookaheads included), format (date, time, date-time,
 // duration, uuid, email, ipv4, ipv6, hostname, uri and their IRI and
 // reference forms; a format JSON schema does not define is an
-// annotation), any of pattern, format and the lengths together (counted
-// in characters), minimum, maximum, exclusiveMinimum, exclusiveMaximum,
-// multipleOf (exactly, as decimals; integers only for an integer
-// multipleOf), anyOf, oneOf (with branches no value can match twice), allOf (of object
-// schemas), $ref to the same document ($defs, definitions, any JSON
-// pointer, recursion included), and the annotations. Anything else that
-// constrains values is a *SchemaError, as is a schema no value satisfies,
-// and one whose grammar would pass the limits (a pattern whose automaton
-// with the lengths counted needs more than 32768 states).
+// annotation), any of pattern, format and the lengths together, minimum,
+// maximum, exclusiveMinimum, exclusiveMaximum, multipleOf (exactly, as
+// decimals), anyOf and oneOf (oneOf with branches no value can match
+// twice; both beside other keywords), allOf (of object schemas, or of
+// string and number schemas), $ref to the same document ($defs,
+// definitions, any JSON pointer, recursion included; beside other
+// keywords too), and the annotations. Anything else that constrains
+// values is a *SchemaError, as is a schema no value satisfies, and one
+// whose grammar would pass the limits (a pattern whose automaton with the
+// lengths counted needs more than 32768 states). docs/structured-output.md
+// lists what is written and what is refused, and why.
 func (b *Builder) JSONSchema(schema []byte) (*Expr, error) {
 	doc, err := decodeOrdered(schema)
 	if err != nil {
