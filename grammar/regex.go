@@ -561,7 +561,10 @@ func (p *reParser) escape(inClass bool) (reClass, error) {
 		}
 		return reClass{}, p.errorAt(start, "backreferences are not supported")
 	}
-	if py && c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c)) {
+	if c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c)) {
+		// ECMA-262 reads it as the letter itself only outside unicode
+		// mode; RE2 and Python, which validators use, read \a, \A, \z
+		// and others as something else.
 		return reClass{}, p.errorAt(start, "bad escape \\%c", c)
 	}
 	return one(c), nil

@@ -1,12 +1,14 @@
 package grammar
 
 import (
+	"errors"
 	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ruvllm/ruvllm/internal/schematest"
@@ -305,4 +307,56 @@ func TestGeneratorModels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzPatternLengths checks that a pattern with lengths neither panics
+// nor hangs, that a failure is a *SchemaError, and that each string the
+// grammar takes (of a few characters, as JSON strings) has the lengths
+// and, where RE2 reads the pattern the same, matches it.
+func FuzzPatternLengths(f *testing.F) {
+	for _, tc := range []struct {
+		p      string
+		lo, hi int
+	}{{`^[ab]+$`, 1, 3}, {`(?=a)[ab]{2}`, 0, 5}, {`^(?!b)a*b?$`, 2, -1}, {`a|^b$`, 0, 1}, {`é(x|\d)*`, 3, 3}, {`[^\s]{2,}`, 0, 4}} {
+		f.Add(tc.p, tc.lo, tc.hi)
+	}
+	v := NewVocabulary([]string{"x"}, nil)
+	texts := []string{"", "a", "b", "ab", "ba", "aab", "é", "éx1", "a b", "abab", "\"", "\\", "aaaaa"}
+	f.Fuzz(func(t *testing.T, p string, lo, hi int) {
+		if lo < 0 || lo > 50 || hi > 50 || len(p) > 200 {
+			return
+		}
+		schema := `{"type":"string","pattern":` + quoteJSON(p) + `,"minLength":` + strconv.Itoa(lo)
+		if hi >= 0 {
+			schema += `,"maxLength":` + strconv.Itoa(hi)
+		}
+		schema += "}"
+		start := time.Now()
+		g, err := JSONSchema([]byte(schema))
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("%s took %v", schema, took)
+		}
+		if err != nil {
+			var se *SchemaError
+			if !errors.As(err, &se) {
+				t.Fatalf("%s: %v is not a SchemaError", schema, err)
+			}
+			return
+		}
+		re, reErr := regexp.Compile(p)
+		m := NewMatcher(g, v)
+		for _, s := range texts {
+			m.cur = m.a.start()
+			if !m.AcceptBytes(quoteJSON(s)) || !m.Matched() {
+				continue
+			}
+			if n := utf8.RuneCountInString(s); n < lo || (hi >= 0 && n > hi) {
+				t.Fatalf("%s takes %q, of %d characters", schema, s, n)
+			}
+			// ECMA-262 reads [] and [^] otherwise than RE2.
+			if reErr == nil && !strings.Contains(p, "[]") && !strings.Contains(p, "[^]") && !re.MatchString(s) {
+				t.Fatalf("%s takes %q, which the pattern does not match", schema, s)
+			}
+		}
+	})
 }
