@@ -78,7 +78,9 @@ func (b *Builder) Compile(root *Expr) (*Grammar, error) {
 // Properties come in the order of "properties", the required ones always.
 // Supported: type (one or a list), enum and const (the values the other
 // keywords allow), properties, required, additionalProperties,
-// patternProperties, propertyNames, minProperties, maxProperties, items,
+// patternProperties, propertyNames, minProperties, maxProperties,
+// dependentRequired (and draft 7's dependencies with lists),
+// unevaluatedProperties, unevaluatedItems, items,
 // prefixItems (and draft 7's items list with additionalItems), minItems,
 // maxItems, uniqueItems, minLength and maxLength (counted in characters),
 // pattern (ECMA-262, lookaheads included), format (date, time, date-time,
@@ -152,14 +154,14 @@ var (
 	annotationKeywords = []string{"$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "title",
 		"description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
 		"contentEncoding", "contentMediaType", "contentSchema", "discriminator", "externalDocs", "xml", "strict"}
-	unsupportedKeywords = []string{"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-		"dependencies", "unevaluatedProperties", "unevaluatedItems",
+	unsupportedKeywords = []string{"not", "if", "then", "else", "dependentSchemas",
 		"contains", "minContains", "maxContains",
 		"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"}
 	// typeKeywords imply a type when "type" is absent.
 	typeKeywords = map[string]string{
 		"properties": "object", "required": "object", "additionalProperties": "object",
 		"patternProperties": "object", "propertyNames": "object", "minProperties": "object", "maxProperties": "object",
+		"dependentRequired": "object", "dependencies": "object", "unevaluatedProperties": "object", "unevaluatedItems": "array",
 		"items": "array", "prefixItems": "array", "additionalItems": "array", "minItems": "array", "maxItems": "array",
 		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
 		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
@@ -805,6 +807,8 @@ func (c *schemaCompiler) array(o *object, path string) (*Expr, error) {
 		}
 		if it, ok := o.get("items"); ok {
 			rest = it
+		} else if u, ok := o.get("unevaluatedItems"); ok {
+			rest, restPath = u, path+"/unevaluatedItems"
 		}
 	} else if it, ok := o.get("items"); ok {
 		if list, isList := it.([]any); isList {
@@ -812,10 +816,15 @@ func (c *schemaCompiler) array(o *object, path string) (*Expr, error) {
 			rest, restPath = true, path+"/additionalItems"
 			if ai, ok := o.get("additionalItems"); ok {
 				rest = ai
+			} else if u, ok := o.get("unevaluatedItems"); ok {
+				rest, restPath = u, path+"/unevaluatedItems"
 			}
 		} else {
 			rest = it
 		}
+	} else if u, ok := o.get("unevaluatedItems"); ok {
+		// With no items keyword, no item is evaluated but by this one.
+		rest, restPath = u, path+"/unevaluatedItems"
 	}
 	// Items that must differ, more than one of them: unique.go.
 	most := maxItems
@@ -943,6 +952,11 @@ func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
 	addl, hasAddl := o.get("additionalProperties")
 	if !hasAddl {
 		addl = true
+		// The properties named here and in the parts merged into this
+		// schema are evaluated; the others only by this.
+		if u, ok := o.get("unevaluatedProperties"); ok {
+			addl = u
+		}
 	}
 	minProps, err := count(o, "minProperties", path)
 	if err != nil {
@@ -1006,6 +1020,9 @@ func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
 			}
 			req = append(req, k)
 		}
+	}
+	if req, opt, err = dependencies(o, props, addl, keys, req, opt, path); err != nil {
+		return nil, err
 	}
 	if maxProps >= 0 && len(req) > maxProps {
 		return nil, schemaErr(path, "%d properties are required but maxProperties is %d", len(req), maxProps)
@@ -1097,6 +1114,73 @@ func (c *schemaCompiler) object(o *object, path string) (*Expr, error) {
 		body = append(body, first[0])
 	}
 	return wrap(body...), nil
+}
+
+// dependencies applies dependentRequired (and draft 7's dependencies
+// with lists): a property present requires others. Those of a required
+// property become required; those of an optional one too (written
+// always, they are there whenever it is), unless one of them cannot be
+// written: then the optional property is left out.
+func dependencies(o *object, props *object, addl any, keys *keyRules, req, opt []string, path string) ([]string, []string, error) {
+	deps := map[string][]string{}
+	for _, kw := range []string{"dependentRequired", "dependencies"} {
+		v, ok := o.get(kw)
+		if !ok {
+			continue
+		}
+		do, ok := v.(*object)
+		if !ok {
+			return nil, nil, schemaErr(path+"/"+kw, "%s must be an object", kw)
+		}
+		for _, k := range do.keys {
+			list, ok := do.vals[k].([]any)
+			if !ok {
+				return nil, nil, schemaErr(path+"/"+kw+"/"+escapePointer(k), "%s with a schema is not supported (a list of names is)", kw)
+			}
+			for _, x := range list {
+				name, ok := x.(string)
+				if !ok {
+					return nil, nil, schemaErr(path+"/"+kw+"/"+escapePointer(k), "%s must list names", kw)
+				}
+				deps[k] = append(deps[k], name)
+			}
+		}
+	}
+	if len(deps) == 0 {
+		return req, opt, nil
+	}
+	writable := func(k string) bool {
+		if !keys.allows(k) {
+			return false
+		}
+		if ps, ok := props.get(k); ok {
+			return ps != false
+		}
+		return addl != false && len(props.keys) == 0
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, k := range append(slices.Clone(req), opt...) {
+			isReq := slices.Contains(req, k)
+			for _, d := range deps[k] {
+				if slices.Contains(req, d) {
+					continue
+				}
+				if !writable(d) {
+					if isReq {
+						return nil, nil, schemaErr(path, "%q is required and requires %q, which cannot be written", k, d)
+					}
+					opt = slices.DeleteFunc(opt, func(x string) bool { return x == k })
+					changed = true
+					break
+				}
+				req = append(req, d)
+				opt = slices.DeleteFunc(opt, func(x string) bool { return x == d })
+				changed = true
+			}
+		}
+	}
+	return req, opt, nil
 }
 
 // escapePointer escapes a key for a JSON pointer.
@@ -1267,6 +1351,18 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 					closed = append(closed, own)
 				case !trivial(a):
 					return nil, schemaErr(bp+"/additionalProperties", "additionalProperties with a schema inside allOf is not supported")
+				}
+			case "unevaluatedProperties":
+				// Beside allOf it sees the properties of every part; in
+				// a part, those of that part alone.
+				switch a := po.vals[k]; {
+				case i == 0:
+					merged.keys = append(merged.keys, k)
+					merged.vals[k] = a
+				case a == false:
+					closed = append(closed, own)
+				case !trivial(a):
+					return nil, schemaErr(bp+"/unevaluatedProperties", "unevaluatedProperties with a schema inside allOf is not supported")
 				}
 			default:
 				return nil, schemaErr(bp+"/"+k, "%s inside allOf is not supported", k)

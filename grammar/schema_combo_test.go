@@ -132,6 +132,15 @@ var comboSchemas = []struct {
 	{"anyOf beside a string's keywords", `{"type":"string","maxLength":5,"anyOf":[{"format":"ipv4"},{"pattern":"^x+$"}]}`,
 		[]string{`"xx"`}, []string{`"1.2.3.4"`, `"xxxxxx"`}},
 	{"ip (zod)", `{"type":"string","anyOf":[{"format":"ipv4"},{"format":"ipv6"}]}`, []string{`"10.0.0.1"`, `"1:2:3:4:5:6:7:8"`}, []string{`"x"`}},
+	{"dependentRequired", `{"type":"object","properties":{"card":{"type":"string"},"billing":{"type":"string"},"name":{"type":"string"}},
+		"dependentRequired":{"card":["billing"]}}`, []string{`{"billing": "x", "card": "1"}`, `{"billing": "x", "name": "n"}`}, []string{`{"card": "1"}`}},
+	{"dependencies (draft 7)", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},
+		"required":["a"],"dependencies":{"a":["b"]}}`, []string{`{"a": 1, "b": 2}`}, []string{`{"a": 1}`}},
+	{"unevaluatedProperties", `{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]}],
+		"properties":{"b":{"type":"string"}},"unevaluatedProperties":false}`, []string{`{"a": 1, "b": "x"}`, `{"a": 1}`}, []string{`{"a": 1, "c": 2}`}},
+	{"unevaluatedProperties of a map", `{"type":"object","unevaluatedProperties":{"type":"boolean"}}`, []string{`{"x": true}`}, []string{`{"x": 1}`}},
+	{"unevaluatedItems", `{"type":"array","prefixItems":[{"type":"string"}],"unevaluatedItems":{"type":"integer"}}`,
+		[]string{`["a", 1, 2]`, `[]`}, []string{`["a", "b"]`}},
 	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
 }
 

@@ -216,6 +216,8 @@ func TestSchemaErrors(t *testing.T) {
 		{"pattern too large with lengths", `{"type":"string","pattern":"^(a|bcdefghijklmnopqrstu)*$","maxLength":3000}`, ""},
 		{"ref beside a different type", `{"$ref":"#/$defs/a","type":"integer","$defs":{"a":{"type":"string"}}}`, ""},
 		{"allOf closed to a required property", `{"allOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"required":["b"]}]}`, ""},
+		{"dependencies with a schema", `{"type":"object","dependencies":{"a":{"required":["b"]}}}`, "/dependencies/a"},
+		{"dependency that cannot be written", `{"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false,"dependentRequired":{"a":["b"]}}`, ""},
 		{"allOf of two formats", `{"allOf":[{"format":"date"},{"format":"email"}]}`, "/allOf/1/format"},
 		{"enum against its type", `{"type":"string","enum":[1,true]}`, "/enum"},
 		{"const against its pattern", `{"const":"abc","pattern":"^x"}`, "/const"},
