@@ -79,8 +79,10 @@ func (b *Builder) Compile(root *Expr) (*Grammar, error) {
 // Supported: type (one or a list), enum and const (the values the other
 // keywords allow), properties, required, additionalProperties,
 // patternProperties, propertyNames, minProperties, maxProperties,
-// dependentRequired (and draft 7's dependencies with lists),
-// unevaluatedProperties, unevaluatedItems, items,
+// dependentRequired, dependentSchemas (and draft 7's dependencies),
+// unevaluatedProperties, unevaluatedItems, contains and minContains,
+// if-then-else (as if and then together), not (of types or of required
+// names), items,
 // prefixItems (and draft 7's items list with additionalItems), minItems,
 // maxItems, uniqueItems, minLength and maxLength (counted in characters),
 // pattern (ECMA-262, lookaheads included), format (date, time, date-time,
@@ -154,14 +156,14 @@ var (
 	annotationKeywords = []string{"$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "title",
 		"description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
 		"contentEncoding", "contentMediaType", "contentSchema", "discriminator", "externalDocs", "xml", "strict"}
-	unsupportedKeywords = []string{"not", "if", "then", "else", "dependentSchemas",
-		"contains", "minContains", "maxContains",
+	unsupportedKeywords = []string{
 		"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"}
 	// typeKeywords imply a type when "type" is absent.
 	typeKeywords = map[string]string{
 		"properties": "object", "required": "object", "additionalProperties": "object",
 		"patternProperties": "object", "propertyNames": "object", "minProperties": "object", "maxProperties": "object",
 		"dependentRequired": "object", "dependencies": "object", "unevaluatedProperties": "object", "unevaluatedItems": "array",
+		"dependentSchemas": "object", "contains": "array", "minContains": "array", "maxContains": "array",
 		"items": "array", "prefixItems": "array", "additionalItems": "array", "minItems": "array", "maxItems": "array",
 		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
 		"minimum": "number", "maximum": "number", "exclusiveMinimum": "number", "exclusiveMaximum": "number",
@@ -204,6 +206,11 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 		if _, isBool := u.(bool); !isBool {
 			return nil, schemaErr(path+"/uniqueItems", "uniqueItems must be a boolean")
 		}
+	}
+	if n, changed, err := c.conditionals(o, path); err != nil {
+		return nil, err
+	} else if changed {
+		return c.objectSchema(n, path)
 	}
 	if r, ok := o.get("$ref"); ok {
 		ref, ok := r.(string)
@@ -297,6 +304,136 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 		alts = append(alts, e)
 	}
 	return Alt(alts...), nil
+}
+
+// conditionals rewrites the keywords that apply a schema on a condition,
+// or its negation, as parts of allOf that the values written satisfy, so
+// that the condition never matters: if and then together (a value that
+// satisfies both satisfies if-then-else; else is never needed);
+// dependentSchemas' and draft 7's dependencies' schemas always (their
+// property present or not); not of types as the other types, and not of
+// required names as the first of them never written. Any other not is
+// refused. changed reports whether o had any of them.
+func (c *schemaCompiler) conditionals(o *object, path string) (n *object, changed bool, err error) {
+	var parts []any
+	n = &object{vals: map[string]any{}, patterns: o.patterns}
+	keep := func(k string, v any) {
+		n.keys = append(n.keys, k)
+		n.vals[k] = v
+	}
+	for _, k := range o.keys {
+		v := o.vals[k]
+		switch k {
+		case "if":
+			switch v {
+			case false: // the condition never holds: else always applies
+				if e, ok := o.get("else"); ok {
+					parts = append(parts, e)
+				}
+			case true:
+			default:
+				parts = append(parts, v)
+			}
+			if t, ok := o.get("then"); ok && v != false {
+				parts = append(parts, t)
+			}
+			changed = true
+		case "then", "else":
+			changed = true // without if they mean nothing; with it, see above
+		case "dependentSchemas", "dependencies":
+			do, ok := v.(*object)
+			if !ok {
+				return nil, false, schemaErr(path+"/"+k, "%s must be an object", k)
+			}
+			lists := &object{vals: map[string]any{}}
+			for _, name := range do.keys {
+				if _, isList := do.vals[name].([]any); isList && k == "dependencies" {
+					lists.keys = append(lists.keys, name)
+					lists.vals[name] = do.vals[name]
+					continue
+				}
+				parts = append(parts, do.vals[name])
+				changed = true
+			}
+			if len(lists.keys) > 0 {
+				keep(k, lists)
+			}
+		case "not":
+			part, err := notPart(v, path+"/not")
+			if err != nil {
+				return nil, false, err
+			}
+			parts = append(parts, part)
+			changed = true
+		case "allOf":
+			list, ok := v.([]any)
+			if !ok {
+				return nil, false, schemaErr(path+"/allOf", "allOf must be a non-empty array")
+			}
+			parts = append(parts, list...)
+		default:
+			keep(k, v)
+		}
+	}
+	if !changed {
+		return o, false, nil
+	}
+	if len(parts) > 0 {
+		keep("allOf", parts)
+	}
+	return n, true, nil
+}
+
+// allTypes are JSON schema's types; integer is within number.
+var allTypes = []string{"null", "boolean", "number", "string", "array", "object"}
+
+// notPart is a schema whose values none satisfy s (a not's schema), as
+// far as one is plain to see: the other types, or an object without the
+// first of the required names.
+func notPart(s any, path string) (any, error) {
+	o, ok := s.(*object)
+	if s == true || (ok && len(constraining(o)) == 0) {
+		return nil, schemaErr(path, "not of a schema that allows every value allows no value")
+	}
+	if s == false {
+		return true, nil
+	}
+	if !ok {
+		return nil, schemaErr(path, "not must be a schema")
+	}
+	switch other := constraining(o); {
+	case len(other) == 1 && other[0] == "type":
+		types, err := typesOf(o, path)
+		if err != nil {
+			return nil, err
+		}
+		var rest []any
+		for _, t := range allTypes {
+			// Not integer leaves the numbers that are not integers,
+			// which no type names: no numbers are written.
+			if !slices.Contains(types, t) && !(t == "number" && slices.Contains(types, "integer")) {
+				rest = append(rest, t)
+			}
+		}
+		if len(rest) == 0 {
+			return nil, schemaErr(path, "not of every type allows no value")
+		}
+		return &object{keys: []string{"type"}, vals: map[string]any{"type": rest}}, nil
+	case len(other) == 1 && other[0] == "required" || len(other) == 2 && slices.Contains(other, "required") && o.vals["type"] == "object":
+		list, _ := o.vals["required"].([]any)
+		if len(list) == 0 {
+			return nil, schemaErr(path, "not of no required names allows no object")
+		}
+		name, ok := list[0].(string)
+		if !ok {
+			return nil, schemaErr(path+"/required", "required must be an array of strings")
+		}
+		// Values of other types satisfy not too, but an object is what
+		// a schema with not required means.
+		return &object{keys: []string{"properties"}, vals: map[string]any{
+			"properties": &object{keys: []string{name}, vals: map[string]any{name: false}}}}, nil
+	}
+	return nil, schemaErr(path, "not is supported only of types or of required names")
 }
 
 // distribute compiles anyOf or oneOf beside other keywords as the
@@ -826,6 +963,14 @@ func (c *schemaCompiler) array(o *object, path string) (*Expr, error) {
 		// With no items keyword, no item is evaluated but by this one.
 		rest, restPath = u, path+"/unevaluatedItems"
 	}
+	if ct, ok := o.get("contains"); ok {
+		if o.vals["uniqueItems"] == true {
+			return nil, schemaErr(path+"/contains", "contains with uniqueItems is not supported")
+		}
+		if prefix, minItems, err = containsItems(o, ct, prefix, rest, minItems, maxItems, path); err != nil {
+			return nil, err
+		}
+	}
 	// Items that must differ, more than one of them: unique.go.
 	most := maxItems
 	if rest == false && (most < 0 || most > len(prefix)) {
@@ -915,6 +1060,56 @@ func (c *schemaCompiler) array(o *object, path string) (*Expr, error) {
 		return e
 	}
 	return Seq(Lit("["), Ref(ruleWS), tail(0), Ref(ruleWS), Lit("]")), nil
+}
+
+// containsItems meets contains (with minContains, 1 by default) by its
+// first items: each of the first minContains positional schemas (or the
+// schema of the rest) with contains beside it (allOf), and at least that
+// many items. maxContains is refused unless no array of maxItems can pass
+// it, as the items after would have to fail contains.
+func containsItems(o *object, ct any, prefix []any, rest any, minItems, maxItems int, path string) ([]any, int, error) {
+	k := 1
+	if v, ok := o.get("minContains"); ok {
+		x, ok := numberValue(v)
+		if !ok || x < 0 || x != math.Trunc(x) || x > MaxRepeat {
+			return nil, 0, schemaErr(path+"/minContains", "minContains must be a non-negative integer of at most %d", MaxRepeat)
+		}
+		k = int(x)
+	}
+	if v, ok := o.get("maxContains"); ok {
+		x, ok := numberValue(v)
+		if !ok || x < 0 {
+			return nil, 0, schemaErr(path+"/maxContains", "maxContains must be a non-negative integer")
+		}
+		if maxItems < 0 || x < float64(maxItems) {
+			return nil, 0, schemaErr(path+"/maxContains", "maxContains is supported only where maxItems is no more than it")
+		}
+	}
+	if k == 0 {
+		return prefix, minItems, nil
+	}
+	out := slices.Clone(prefix)
+	for i := range k {
+		base := rest
+		if i < len(prefix) {
+			base = prefix[i]
+		} else if rest == false {
+			return nil, 0, schemaErr(path, "contains needs %d items, more than the %d allowed", k, len(prefix))
+		}
+		var both any = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{base, ct}}}
+		switch {
+		case base == true:
+			both = ct
+		case trivial(ct):
+			both = base
+		}
+		if i < len(out) {
+			out[i] = both
+		} else {
+			out = append(out, both)
+		}
+	}
+	return out, max(minItems, k), nil
 }
 
 // dec is n-1, keeping -1 (unbounded) as it is.
@@ -1322,7 +1517,7 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 		for _, k := range constraining(po) {
 			switch k {
 			case "type":
-				if po.vals[k] != "object" {
+				if ts, _ := typesOf(po, bp); !slices.Contains(ts, "object") {
 					return nil, schemaErr(bp+"/type", "allOf of schemas that are not all objects is not supported")
 				}
 			case "properties":
@@ -1333,7 +1528,11 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 				for _, name := range pp.keys {
 					if old, dup := props.vals[name]; dup {
 						// Both schemas apply.
-						props.vals[name] = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{old, pp.vals[name]}}}
+						if old == false || pp.vals[name] == false {
+							props.vals[name] = false
+						} else if !trivial(pp.vals[name]) {
+							props.vals[name] = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{old, pp.vals[name]}}}
+						}
 						continue
 					}
 					props.keys = append(props.keys, name)

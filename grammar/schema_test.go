@@ -185,8 +185,9 @@ func TestJSONObjectGrammar(t *testing.T) {
 func TestSchemaErrors(t *testing.T) {
 	tests := []struct{ name, schema, path string }{
 		{"not JSON", `{"type":`, ""},
-		{"not", `{"not":{"type":"string"}}`, "/not"},
-		{"if", `{"type":"object","properties":{"a":{"if":{},"then":{}}}}`, "/properties/a/if"},
+		{"not of a pattern", `{"not":{"type":"string","pattern":"a"}}`, "/not"},
+		{"not of anything", `{"type":"object","properties":{"a":{"not":{}}}}`, "/properties/a/not"},
+		{"maxContains", `{"type":"array","contains":{"type":"string"},"maxContains":2}`, "/maxContains"},
 		{"propertyNames and patternProperties", `{"patternProperties":{"^a":{}},"propertyNames":{"maxLength":3}}`, ""},
 		{"named property matching a pattern", `{"properties":{"ab":{"type":"string"}},"patternProperties":{"^a":{"type":"integer"}}}`, "/patternProperties/^a"},
 		{"minProperties of free keys", `{"type":"object","minProperties":2}`, "/minProperties"},
@@ -216,7 +217,7 @@ func TestSchemaErrors(t *testing.T) {
 		{"pattern too large with lengths", `{"type":"string","pattern":"^(a|bcdefghijklmnopqrstu)*$","maxLength":3000}`, ""},
 		{"ref beside a different type", `{"$ref":"#/$defs/a","type":"integer","$defs":{"a":{"type":"string"}}}`, ""},
 		{"allOf closed to a required property", `{"allOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"required":["b"]}]}`, ""},
-		{"dependencies with a schema", `{"type":"object","dependencies":{"a":{"required":["b"]}}}`, "/dependencies/a"},
+		{"dependentSchemas of a string", `{"type":"object","properties":{"a":{}},"dependentSchemas":{"a":{"type":"string"}}}`, "/allOf/0/type"},
 		{"dependency that cannot be written", `{"type":"object","properties":{"a":{}},"required":["a"],"additionalProperties":false,"dependentRequired":{"a":["b"]}}`, ""},
 		{"allOf of two formats", `{"allOf":[{"format":"date"},{"format":"email"}]}`, "/allOf/1/format"},
 		{"enum against its type", `{"type":"string","enum":[1,true]}`, "/enum"},
