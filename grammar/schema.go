@@ -106,6 +106,7 @@ func (b *Builder) JSONSchema(schema []byte) (*Expr, error) {
 	}
 	b.schemas++
 	c := &schemaCompiler{b: b, doc: doc, prefix: "s" + strconv.Itoa(b.schemas) + "-", refs: map[string]string{}}
+	localRefs(doc)
 	return c.schema(doc, "")
 }
 
@@ -152,10 +153,18 @@ func (c *schemaCompiler) ruleName() string {
 
 // Keywords by what the compiler does with them.
 var (
-	// annotationKeywords change no value's validity.
-	annotationKeywords = []string{"$schema", "$id", "$anchor", "$comment", "$defs", "definitions", "title",
-		"description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
-		"contentEncoding", "contentMediaType", "contentSchema", "discriminator", "externalDocs", "xml", "strict"}
+	// assertionKeywords are those of JSON schema (drafts 4 to 2020-12)
+	// that can change a value's validity. Every other keyword (title,
+	// description, default, examples, $defs, draft 4's id, OpenAPI's
+	// nullable and discriminator, x-…) is an annotation: validators
+	// ignore the keywords they do not know.
+	assertionKeywords = []string{"type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum",
+		"minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "maxItems", "minItems",
+		"uniqueItems", "maxContains", "minContains", "contains", "maxProperties", "minProperties", "required",
+		"dependentRequired", "dependentSchemas", "dependencies", "properties", "patternProperties",
+		"additionalProperties", "propertyNames", "items", "prefixItems", "additionalItems", "unevaluatedItems",
+		"unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
+		"$dynamicRef", "$recursiveRef"}
 	unsupportedKeywords = []string{
 		"$dynamicRef", "$recursiveRef", "$dynamicAnchor", "$recursiveAnchor"}
 	// typeKeywords imply a type when "type" is absent.
@@ -176,7 +185,7 @@ var (
 func constraining(o *object, except ...string) []string {
 	var out []string
 	for _, k := range o.keys {
-		if !slices.Contains(annotationKeywords, k) && !slices.Contains(except, k) && !strings.HasPrefix(k, "x-") {
+		if slices.Contains(assertionKeywords, k) && !slices.Contains(except, k) {
 			out = append(out, k)
 		}
 	}
@@ -1381,6 +1390,66 @@ func dependencies(o *object, props *object, addl any, keys *keyRules, req, opt [
 // escapePointer escapes a key for a JSON pointer.
 func escapePointer(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// localRefs rewrites the references of a document that point into it by
+// other means than a JSON pointer as JSON pointers: those by the
+// document's own $id (absolute, or its last path segment), and those by
+// an anchor ($anchor, or draft 6 and 7's "$id": "#name"). The $id of a
+// schema inside the document is not a new base: references are read
+// against the document's.
+func localRefs(doc any) {
+	root, _ := doc.(*object)
+	if root == nil {
+		return
+	}
+	base, _ := root.vals["$id"].(string)
+	if base == "" {
+		base, _ = root.vals["id"].(string) // draft 4
+	}
+	base = strings.TrimSuffix(base, "#")
+	anchors := map[string]string{}
+	var refs []*object
+	var walk func(v any, ptr string, depth int)
+	walk = func(v any, ptr string, depth int) {
+		if depth > maxNesting {
+			return
+		}
+		switch x := v.(type) {
+		case *object:
+			if a, ok := x.vals["$anchor"].(string); ok {
+				anchors[a] = ptr
+			}
+			if id, ok := x.vals["$id"].(string); ok && strings.HasPrefix(id, "#") && ptr != "" {
+				anchors[id[1:]] = ptr
+			}
+			if _, ok := x.vals["$ref"].(string); ok {
+				refs = append(refs, x)
+			}
+			for _, k := range x.keys {
+				walk(x.vals[k], ptr+"/"+escapePointer(k), depth+1)
+			}
+		case []any:
+			for i, e := range x {
+				walk(e, ptr+"/"+strconv.Itoa(i), depth+1)
+			}
+		}
+	}
+	walk(doc, "", 0)
+	for _, o := range refs {
+		ref := o.vals["$ref"].(string)
+		uri, frag, _ := strings.Cut(ref, "#")
+		if uri != "" && base != "" && (uri == base || strings.HasSuffix(base, "/"+uri)) {
+			uri = ""
+		}
+		if uri != "" {
+			continue
+		}
+		if ptr, ok := anchors[frag]; ok && frag != "" && !strings.HasPrefix(frag, "/") {
+			frag = ptr
+		}
+		o.vals["$ref"] = "#" + frag
+	}
 }
 
 // ref compiles a reference to a schema of the same document into a rule

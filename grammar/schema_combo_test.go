@@ -154,6 +154,13 @@ var comboSchemas = []struct {
 	{"contains", `{"type":"array","items":{"type":"integer"},"contains":{"minimum":10},"minContains":2}`,
 		[]string{`[10, 11]`, `[12, 10, 3]`}, []string{`[1, 12]`, `[]`, `[10]`}},
 	{"contains of anything", `{"type":"array","contains":{"type":"string"}}`, []string{`["x", 1]`}, []string{`[1]`}},
+	{"unknown keywords beside references", `{"id":"http://x.org/s.json","$defs":{"a":{"type":"integer","nullable":true}},
+		"type":"object","properties":{"v":{"$ref":"#/$defs/a","x-order":1,"nullable":true}},"required":["v"]}`,
+		[]string{`{"v": 3}`}, []string{`{"v": null}`}},
+	{"references by anchor and by $id", `{"$id":"http://example.com/root.json","type":"array","prefixItems":[
+		{"$ref":"#item"},{"$ref":"http://example.com/root.json#/$defs/b"},{"$ref":"root.json#/$defs/b"}],"items":false,"minItems":3,
+		"$defs":{"a":{"$anchor":"item","type":"string","maxLength":2},"b":{"type":"boolean"}}}`,
+		[]string{`["ab", true, false]`}, []string{`["abc", true, false]`}},
 	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
 }
 
