@@ -1597,9 +1597,12 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 				for _, name := range pp.keys {
 					if old, dup := props.vals[name]; dup {
 						// Both schemas apply.
-						if old == false || pp.vals[name] == false {
+						switch {
+						case old == false || pp.vals[name] == false:
 							props.vals[name] = false
-						} else if !trivial(pp.vals[name]) {
+						case trivial(old):
+							props.vals[name] = pp.vals[name]
+						case !trivial(pp.vals[name]):
 							props.vals[name] = &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{old, pp.vals[name]}}}
 						}
 						continue

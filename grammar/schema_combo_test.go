@@ -161,6 +161,10 @@ var comboSchemas = []struct {
 		{"$ref":"#item"},{"$ref":"http://example.com/root.json#/$defs/b"},{"$ref":"root.json#/$defs/b"}],"items":false,"minItems":3,
 		"$defs":{"a":{"$anchor":"item","type":"string","maxLength":2},"b":{"type":"boolean"}}}`,
 		[]string{`["ab", true, false]`}, []string{`["abc", true, false]`}},
+	{"unique strings, many allowed", `{"type":"array","items":{"type":"string"},"uniqueItems":true,"maxItems":1000}`,
+		[]string{`["a", "b"]`}, []string{`["a", "a"]`}},
+	{"allOf of a property with true", `{"allOf":[{"properties":{"a":true}},{"properties":{"a":{"type":"integer"}}}],"required":["a"]}`,
+		[]string{`{"a": 1}`}, []string{`{"a": "x"}`}},
 	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
 }
 

@@ -137,6 +137,9 @@ func bitCount(x int) int {
 // first one when bare.
 func (c *schemaCompiler) inOrder(items []*Expr, minItems, maxItems int, sep *Expr, bare bool, path string) (*Expr, error) {
 	n := len(items)
+	if maxItems > n {
+		maxItems = n // no more can be written
+	}
 	top := maxItems
 	if top < 0 {
 		top = max(minItems, 1)
