@@ -281,7 +281,11 @@ func (c *schemaCompiler) objectSchema(o *object, path string) (*Expr, error) {
 		}
 		if kw == "oneOf" {
 			if err := c.checkExclusive(branches, path+"/oneOf"); err != nil {
-				return nil, err
+				apart, ok := c.keptApart(o, branches)
+				if !ok {
+					return nil, err
+				}
+				branches = apart
 			}
 		}
 		if len(constraining(o, kw, "type")) > 0 {
@@ -1531,18 +1535,27 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 		}
 		return nil, schemaErr(path+"/allOf/0", "allOf of a boolean schema is not supported")
 	}
-	// The parts, their references followed.
-	parts := append([]any{rest}, branches...)
-	paths := make([]string, len(parts))
+	// The parts, their references followed, and the parts of their own
+	// allOf (and $ref beside other keywords) made parts too.
+	queue := append([]any{rest}, branches...)
+	queuePaths := []string{path}
+	for i := range branches {
+		queuePaths = append(queuePaths, path+"/allOf/"+strconv.Itoa(i))
+	}
+	var parts []any
+	var paths []string
 	objects := false
-	for i, p := range parts {
-		bp := path
-		if i > 0 {
-			bp = path + "/allOf/" + strconv.Itoa(i-1)
+	for n := 0; n < len(queue); n++ {
+		p, bp := queue[n], queuePaths[n]
+		if len(queue) > maxNesting*16 {
+			return nil, schemaErr(bp, "allOf nested too deep")
 		}
 		for depth := 0; ; depth++ {
 			po, ok := p.(*object)
 			if !ok {
+				if p == true {
+					break
+				}
 				return nil, schemaErr(bp, "allOf of schemas that are not objects is not supported")
 			}
 			r, isRef := po.get("$ref")
@@ -1551,7 +1564,16 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 				break
 			}
 			if other := constraining(po, "$ref"); len(other) > 0 {
-				return nil, schemaErr(bp, "$ref beside other constraints (%s) inside allOf is not supported", strings.Join(other, ", "))
+				// The reference and the rest, each a part.
+				others := &object{vals: map[string]any{}, patterns: po.patterns}
+				for _, k := range po.keys {
+					if k != "$ref" {
+						others.keys = append(others.keys, k)
+						others.vals[k] = po.vals[k]
+					}
+				}
+				queue = append(queue, others)
+				queuePaths = append(queuePaths, bp)
 			}
 			target, err := c.resolve(rs[1:])
 			if err != nil {
@@ -1559,9 +1581,27 @@ func (c *schemaCompiler) mergeAllOf(o *object, v any, path string) (*object, err
 			}
 			p = target
 		}
-		parts[i], paths[i] = p, bp
-		for _, k := range constraining(p.(*object)) {
-			if typeKeywords[k] == "object" || (k == "type" && p.(*object).vals[k] == "object") {
+		po, ok := p.(*object)
+		if !ok {
+			continue // true: no constraint
+		}
+		if inner, ok := po.vals["allOf"].([]any); ok {
+			for k, x := range inner {
+				queue = append(queue, x)
+				queuePaths = append(queuePaths, bp+"/allOf/"+strconv.Itoa(k))
+			}
+			stripped := &object{vals: map[string]any{}, patterns: po.patterns}
+			for _, k := range po.keys {
+				if k != "allOf" {
+					stripped.keys = append(stripped.keys, k)
+					stripped.vals[k] = po.vals[k]
+				}
+			}
+			po = stripped
+		}
+		parts, paths = append(parts, po), append(paths, bp)
+		for _, k := range constraining(po) {
+			if typeKeywords[k] == "object" || (k == "type" && po.vals[k] == "object") {
 				objects = true
 			}
 		}
@@ -1844,6 +1884,67 @@ func (c *schemaCompiler) checkExclusive(branches []any, path string) error {
 		return nil
 	}
 	return schemaErr(path, "oneOf whose branches can match the same value is not supported; use anyOf")
+}
+
+// keptApart makes oneOf's branches of objects exclusive where each other
+// branch requires a name that the branch does not: the branch is written
+// without those properties (allOf with them false), so that its objects
+// fail every other branch. Known required names are those of the oneOf's
+// schema and of each branch itself (through references); ok is false
+// when the branches may be other than objects, or some branch requires
+// nothing that another does not.
+func (c *schemaCompiler) keptApart(o *object, branches []any) (apart []any, ok bool) {
+	requiredOf := func(x *object) []string {
+		list, _ := x.vals["required"].([]any)
+		var out []string
+		for _, r := range list {
+			if name, ok := r.(string); ok {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	objects := o.vals["type"] == "object"
+	base := requiredOf(o)
+	reqs := make([][]string, len(branches))
+	for i, b := range branches {
+		bo, isObj := b.(*object)
+		for depth := 0; isObj && depth < maxNesting; depth++ {
+			r, isRef := bo.get("$ref")
+			rs, _ := r.(string)
+			if !isRef || !strings.HasPrefix(rs, "#") {
+				break
+			}
+			t, err := c.resolve(rs[1:])
+			if err != nil {
+				return nil, false
+			}
+			bo, isObj = t.(*object)
+		}
+		if !isObj || (!objects && c.typeMask(bo, 0) != tObject) {
+			return nil, false
+		}
+		reqs[i] = append(slices.Clone(base), requiredOf(bo)...)
+	}
+	for i, b := range branches {
+		without := &object{vals: map[string]any{}}
+		for j := range branches {
+			if j == i {
+				continue
+			}
+			k := slices.IndexFunc(reqs[j], func(name string) bool { return !slices.Contains(reqs[i], name) })
+			if k < 0 {
+				return nil, false
+			}
+			if name := reqs[j][k]; !slices.Contains(without.keys, name) {
+				without.keys = append(without.keys, name)
+				without.vals[name] = false
+			}
+		}
+		apart = append(apart, &object{keys: []string{"allOf"}, vals: map[string]any{"allOf": []any{b,
+			&object{keys: []string{"properties"}, vals: map[string]any{"properties": without}}}}})
+	}
+	return apart, true
 }
 
 func (c *schemaCompiler) discriminated(branches []any) bool {

@@ -165,6 +165,13 @@ var comboSchemas = []struct {
 		[]string{`["a", "b"]`}, []string{`["a", "a"]`}},
 	{"allOf of a property with true", `{"allOf":[{"properties":{"a":true}},{"properties":{"a":{"type":"integer"}}}],"required":["a"]}`,
 		[]string{`{"a": 1}`}, []string{`{"a": "x"}`}},
+	{"oneOf by required names", `{"type":"object","properties":{"email":{"type":"string"},"phone":{"type":"string"},"name":{"type":"string"}},
+		"oneOf":[{"required":["email"]},{"required":["phone"]}]}`,
+		[]string{`{"email": "a", "name": "n"}`, `{"phone": "1"}`}, []string{`{"email": "a", "phone": "1"}`, `{}`}},
+	{"oneOf of objects told apart by what they require", `{"$defs":{"A":{"type":"object","properties":{"a":{"type":"integer"},"shared":{"type":"string"}},"required":["a"]},
+		"B":{"type":"object","properties":{"b":{"type":"integer"},"shared":{"type":"string"}},"required":["b"]}},
+		"oneOf":[{"$ref":"#/$defs/A"},{"$ref":"#/$defs/B"}]}`,
+		[]string{`{"a": 1, "shared": "s"}`, `{"b": 2}`}, []string{`{"a": 1, "b": 2}`}},
 	{"anchors inside groups", `{"type":"string","pattern":"^(?:a$|b)c?"}`, []string{`"a"`, `"bc"`, `"b"`}, []string{`"ac"`}},
 }
 
