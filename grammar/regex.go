@@ -699,6 +699,10 @@ func (p *reParser) quantified(atom *reNode) (*reNode, error) {
 		}
 		body := string(p.src[start+1 : end-1])
 		a, b, comma := strings.Cut(body, ",")
+		if p.dialect == ecma && (len(a) > 1 && a[0] == '0' || len(b) > 1 && b[0] == '0') {
+			// RE2, which validators use, reads it as literal text.
+			return nil, p.errorAt(start, "the quantifier {%s} has a count with a leading zero, which validators read differently", body)
+		}
 		var err error
 		if lo, err = repeatCount(a); err != nil {
 			return nil, p.errorAt(start, "the quantifier {%s} is too large (at most %d)", body, MaxRepeat)
