@@ -100,7 +100,7 @@ func TestErrors(t *testing.T) {
 		{"json_schema not JSON", "POST", chat, `{` + msgs + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":7}}}`,
 			400, "response_format.json_schema.schema", session.CodeInvalidValue},
 		{"response_format type", "POST", chat, `{` + msgs + `,"response_format":{"type":"xml"}}`, 400, "response_format.type", session.CodeInvalidValue},
-		{"response_format in completions", "POST", text, `{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":{"if":{}}}}}`,
+		{"response_format in completions", "POST", text, `{"prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":{"not":{}}}}}`,
 			400, "response_format.json_schema.schema", session.CodeInvalidValue},
 		{"unknown parameter", "POST", chat, `{` + msgs + `,"frobnicate":1}`, 400, "frobnicate", session.CodeUnknownParam},
 		{"template refusal", "POST", chat, `{"messages":[{"role":"user","content":"boom"}]}`, 400, "messages", session.CodeTemplate},

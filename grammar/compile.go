@@ -443,3 +443,13 @@ func (g *Grammar) checkLeftRecursion() int32 {
 
 // MinLength is the fewest bytes of a string the grammar matches.
 func (g *Grammar) MinLength() int { return int(g.ruleMin[g.root]) }
+
+// matches reports whether g matches the text s whole.
+func (g *Grammar) matches(s string) bool {
+	a := newAutomaton(g)
+	st := a.start()
+	for i := 0; i < len(s) && st != dead; i++ {
+		st = a.step(st, s[i])
+	}
+	return st != dead && a.states[st].accept
+}

@@ -7,5 +7,10 @@
 // that would not keep the output a valid prefix. It knows nothing of
 // models beyond each token's bytes, so it serves any vocabulary:
 // SentencePiece pieces and byte-fallback tokens, byte-level BPE tokens,
-// and tokens that end inside a multi-byte character.
+// and tokens that end inside a multi-byte character. A JSON schema's
+// output is always valid under it; where a grammar cannot say all that a
+// schema allows it says a part (docs/structured-output.md lists which, and
+// what is refused and why), and where it must combine keywords (a pattern
+// with lengths or a format, lookaheads, multipleOf) it goes through an
+// automaton over characters (nfa.go).
 package grammar

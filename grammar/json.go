@@ -138,6 +138,9 @@ func quoteJSON(s string) string {
 type object struct {
 	keys []string
 	vals map[string]any
+	// patterns are those of a string schema merged from allOf, besides
+	// its "pattern".
+	patterns []string
 }
 
 func (o *object) get(k string) (any, bool) {

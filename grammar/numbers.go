@@ -1,7 +1,9 @@
 package grammar
 
 import (
+	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -368,4 +370,201 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// maxListedMultiples is the most multiples that multiples writes as a
+// list rather than through an automaton.
+const maxListedMultiples = 1024
+
+// multiples is the expression of the numbers within lo and hi that are
+// multiples of m (integers only if integer), as JSON schema's multipleOf
+// reads it: the quotient is an integer, exactly (as decimals, not
+// binary floating point). m is a decimal a/10^e: the numbers written are
+// those of at most e fraction digits whose digits, read as an integer
+// scaled to e fraction digits, are a multiple of a (when m is an integer,
+// only integers). When lo and hi leave few multiples, they are listed;
+// otherwise the numbers of the bounds are intersected with an automaton
+// of their digits' remainder modulo a.
+func (c *schemaCompiler) multiples(m *big.Rat, lo, hi bound, integer bool) (*Expr, error) {
+	// m = a / 10^e.
+	e := 0
+	scaled := new(big.Rat).Set(m)
+	for !scaled.IsInt() {
+		if e > maxFracDigits {
+			return nil, fmt.Errorf("multipleOf %s has more than %d fraction digits", m.FloatString(maxFracDigits+1), maxFracDigits)
+		}
+		scaled.Mul(scaled, big.NewRat(10, 1))
+		e++
+	}
+	if !m.IsInt() && integer {
+		// An integer is a multiple of a/10^e when it is one of a/gcd(a, 10^e).
+		a := scaled.Num()
+		p := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(e)), nil)
+		g := new(big.Int).GCD(nil, nil, a, p)
+		m = new(big.Rat).SetInt(new(big.Int).Quo(a, g))
+		scaled, e = m, 0
+	}
+	if m.IsInt() {
+		integer = true
+	}
+	a := scaled.Num()
+	// Few enough multiples within the bounds: list them.
+	if lo.set && hi.set {
+		// The bounds as the schema wrote them (the shortest decimals of
+		// their float64s), as the rest of the number grammars read them.
+		loR, _ := new(big.Rat).SetString(strconv.FormatFloat(lo.v, 'g', -1, 64))
+		hiR, _ := new(big.Rat).SetString(strconv.FormatFloat(hi.v, 'g', -1, 64))
+		first := new(big.Rat).Quo(loR, m)
+		kLo := ceilRat(first)
+		if lo.exclusive && first.IsInt() {
+			kLo.Add(kLo, big.NewInt(1))
+		}
+		last := new(big.Rat).Quo(hiR, m)
+		kHi := floorRat(last)
+		if hi.exclusive && last.IsInt() {
+			kHi.Sub(kHi, big.NewInt(1))
+		}
+		n := new(big.Int).Sub(kHi, kLo)
+		if n.Sign() < 0 {
+			return nil, fmt.Errorf("no multiple of %s lies within the bounds", m.RatString())
+		}
+		if n.Cmp(big.NewInt(maxListedMultiples)) < 0 {
+			var alts []*Expr
+			for k := new(big.Int).Set(kLo); k.Cmp(kHi) <= 0; k.Add(k, big.NewInt(1)) {
+				v := new(big.Rat).Mul(new(big.Rat).SetInt(k), m)
+				if f, _ := v.Float64(); math.Abs(f) > maxMagnitude {
+					continue
+				}
+				alts = append(alts, Lit(decimalString(v, e)))
+			}
+			if len(alts) == 0 {
+				return nil, fmt.Errorf("no multiple of %s lies within the bounds", m.RatString())
+			}
+			return Alt(alts...), nil
+		}
+	}
+	if a.BitLen() > 62 || a.Int64()*int64(e+2) > maxFAStates {
+		return nil, fmt.Errorf("multipleOf %s makes a grammar too large (the automaton of its remainders would have more than %d states)", m.RatString(), maxFAStates)
+	}
+	var base *Expr
+	switch {
+	case lo.set || hi.set:
+		if integer {
+			base = boundedInteger(lo, hi)
+		} else {
+			base = boundedNumber(lo, hi)
+		}
+		if base == nil {
+			return nil, fmt.Errorf("no number lies within the bounds (or they exceed ±%g)", float64(maxMagnitude))
+		}
+	case integer:
+		base = jsonInteger()
+	default:
+		base = Seq(jsonInteger(), Opt(Seq(Lit("."), anyFraction())))
+	}
+	lim := &faBuild{}
+	baseFA, err := treeFA(exprRe(base), lim)
+	if err != nil {
+		return nil, err
+	}
+	both, err := intersect(baseFA, remainders(a.Int64(), e), lim)
+	if err == errFATooLarge {
+		return nil, fmt.Errorf("multipleOf %s makes a grammar too large (%v)", m.RatString(), err)
+	} else if err != nil {
+		return nil, err
+	}
+	if both.empty() {
+		return nil, fmt.Errorf("no multiple of %s lies within the bounds", m.RatString())
+	}
+	return both.expr(c.b.rules, c.ruleName, asciiExpr), nil
+}
+
+// jsonInteger is the expression of the integers JSON writes, within
+// maxIntDigits digits.
+func jsonInteger() *Expr {
+	return Seq(Opt(Lit("-")), Alt(Lit("0"), Seq(Byte(Range('1', '9')), Repeat(Byte(Range('0', '9')), 0, maxIntDigits-1))))
+}
+
+// remainders is the automaton of the numbers (a sign, digits, a point and
+// at most e fraction digits; no point when e is 0) that are a multiple of
+// a/10^e: it follows the remainder modulo a of the digits read so far.
+func remainders(a int64, e int) *fa {
+	out := &fa{}
+	// State of (r, f): remainder r after f fraction digits (f = -1:
+	// before the point).
+	pow := func(n int) int64 {
+		p := int64(1) % a
+		for range n {
+			p = p * 10 % a
+		}
+		return p
+	}
+	id := func(r int64, f int) int32 { return int32(int64(f+1)*a + r) }
+	for f := -1; f <= e; f++ {
+		for r := range a {
+			final := r*pow(e-max(f, 0))%a == 0 && f != 0
+			out.add(final)
+		}
+	}
+	for f := -1; f <= e; f++ {
+		for r := range a {
+			s := id(r, f)
+			if f < e {
+				next := f + 1 // a fraction digit more
+				if f < 0 {
+					next = f // a digit before the point
+				}
+				for d := range int64(10) {
+					c := rune('0' + d)
+					out.moves[s] = append(out.moves[s], move{chars(c, c), id((r*10+d)%a, next)})
+				}
+			}
+			if f == -1 {
+				out.moves[s] = append(out.moves[s], move{chars('-', '-'), s})
+				if e > 0 {
+					out.moves[s] = append(out.moves[s], move{chars('.', '.'), id(r, 0)})
+				}
+			}
+		}
+	}
+	out.start = id(0, -1)
+	return out
+}
+
+// decimalString writes v (with at most e fraction digits) as JSON does,
+// without trailing zeros.
+func decimalString(v *big.Rat, e int) string {
+	s := v.FloatString(e)
+	if e > 0 {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+func ceilRat(x *big.Rat) *big.Int {
+	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q
+}
+
+func floorRat(x *big.Rat) *big.Int {
+	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+	if r.Sign() < 0 {
+		q.Sub(q, big.NewInt(1))
+	}
+	return q
+}
+
+// asciiExpr matches one character of cs, all of them ASCII, as a byte.
+func asciiExpr(cs charSet) *Expr {
+	var set ByteSet
+	for _, r := range cs {
+		set.AddRange(byte(r.lo), byte(r.hi))
+	}
+	return Byte(set)
 }

@@ -134,25 +134,108 @@ func Regex(pattern string) (*Grammar, error) {
 // it matches whole: raw characters, or (raw false) the contents of a JSON
 // string that holds them.
 func regexExpr(pattern string, d reDialect, raw bool) (*Expr, error) {
+	n, err := parseRegex(pattern, d, false)
+	if err != nil {
+		return nil, err
+	}
+	char := jsonCharExpr
+	if raw {
+		char = utf8Expr
+	}
+	return n.expr(char), nil
+}
+
+// parseRegex parses pattern in dialect d into its tree. With assertions,
+// anchors may stand anywhere and lookaheads are read (ECMA-262 only), as
+// nodes of the tree for the automaton of nfa.go to decide; without, an
+// anchor is accepted only at an end of the pattern (where it is dropped,
+// the tree standing for whole matches) and a lookahead is refused.
+func parseRegex(pattern string, d reDialect, assertions bool) (*reNode, error) {
 	if !utf8.ValidString(pattern) {
 		return nil, &SyntaxError{Lang: "regex", Msg: "the pattern is not valid UTF-8"}
 	}
-	p := &reParser{src: []rune(pattern), dialect: d, raw: raw}
-	e, err := p.alternation(0)
+	p := &reParser{src: []rune(pattern), dialect: d, assertions: assertions}
+	n, err := p.alternation(0)
 	if err != nil {
 		return nil, err
 	}
 	if p.pos < len(p.src) {
 		return nil, p.errorf("unbalanced )")
 	}
-	return e, nil
+	return n, nil
 }
 
 type reParser struct {
-	src     []rune
-	pos     int
-	dialect reDialect
-	raw     bool
+	src        []rune
+	pos        int
+	dialect    reDialect
+	assertions bool
+}
+
+// reKind is what a node of a regular expression's tree is.
+type reKind uint8
+
+const (
+	reChar   reKind = iota // one character of cs
+	reSeq                  // subs in order; none is the empty string
+	reAlt                  // one of subs
+	reRepeat               // subs[0], min … max times (max < 0: unbounded)
+	reStart                // ^: the text starts here
+	reEnd                  // $: the text ends here
+	reLook                 // a lookahead: what follows matches subs[0] (neg: does not)
+)
+
+// reNode is a regular expression over characters (code points), as the
+// parser reads it: the form in which lengths can be counted in
+// characters, as JSON schema counts them, whatever bytes a character
+// takes in the output.
+type reNode struct {
+	kind     reKind
+	cs       charSet
+	subs     []*reNode
+	min, max int
+	neg      bool
+	// Where the text may stand at a start anchor or a lookahead, and
+	// the node's table of that (nfa.go).
+	at    reAt
+	steps *[4]reAt
+}
+
+func reSeqOf(subs ...*reNode) *reNode {
+	if len(subs) == 1 {
+		return subs[0]
+	}
+	return &reNode{kind: reSeq, subs: subs}
+}
+
+func reAltOf(subs ...*reNode) *reNode {
+	if len(subs) == 1 {
+		return subs[0]
+	}
+	return &reNode{kind: reAlt, subs: subs}
+}
+
+func reCharOf(cs charSet) *reNode { return &reNode{kind: reChar, cs: cs} }
+
+// expr is the expression of the texts n matches, each character written
+// by char. n holds no assertions (parseRegex without them).
+func (n *reNode) expr(char func(charSet) *Expr) *Expr {
+	switch n.kind {
+	case reChar:
+		return char(n.cs)
+	case reSeq, reAlt:
+		subs := make([]*Expr, len(n.subs))
+		for i, s := range n.subs {
+			subs[i] = s.expr(char)
+		}
+		if n.kind == reSeq {
+			return Seq(subs...)
+		}
+		return Alt(subs...)
+	case reRepeat:
+		return Repeat(n.subs[0].expr(char), n.min, n.max)
+	}
+	panic("grammar: an assertion in a regular expression's expr")
 }
 
 // errorf is a *SyntaxError at the current position.
@@ -162,14 +245,6 @@ func (p *reParser) errorf(format string, a ...any) error {
 
 func (p *reParser) errorAt(pos int, format string, a ...any) error {
 	return &SyntaxError{Lang: "regex", Column: pos + 1, Msg: fmt.Sprintf(format, a...)}
-}
-
-// char matches one character of cs, as the output writes it.
-func (p *reParser) char(cs charSet) *Expr {
-	if p.raw {
-		return utf8Expr(cs)
-	}
-	return jsonCharExpr(cs)
 }
 
 func (p *reParser) more() bool { return p.pos < len(p.src) }
@@ -187,11 +262,11 @@ func (p *reParser) at(s string) bool {
 	return true
 }
 
-func (p *reParser) alternation(depth int) (*Expr, error) {
+func (p *reParser) alternation(depth int) (*reNode, error) {
 	if depth > maxNesting {
 		return nil, p.errorf("groups nested more than %d deep", maxNesting)
 	}
-	var alts []*Expr
+	var alts []*reNode
 	for {
 		e, err := p.sequence(depth)
 		if err != nil {
@@ -199,7 +274,7 @@ func (p *reParser) alternation(depth int) (*Expr, error) {
 		}
 		alts = append(alts, e)
 		if !p.more() || p.peek() != '|' {
-			return Alt(alts...), nil
+			return reAltOf(alts...), nil
 		}
 		p.pos++
 	}
@@ -209,13 +284,21 @@ func (p *reParser) alternation(depth int) (*Expr, error) {
 // does (what may follow an end anchor).
 func (p *reParser) atEnd() bool { return !p.more() || p.peek() == '|' }
 
-func (p *reParser) sequence(depth int) (*Expr, error) {
-	var items []*Expr
+func (p *reParser) sequence(depth int) (*reNode, error) {
+	var items []*reNode
 	for p.more() {
 		c := p.peek()
 		switch {
 		case c == '|' || c == ')':
-			return Seq(items...), nil
+			return reSeqOf(items...), nil
+		case p.assertions && (c == '^' || c == '$'):
+			p.pos++
+			kind := reStart
+			if c == '$' {
+				kind = reEnd
+			}
+			items = append(items, &reNode{kind: kind})
+			continue
 		case c == '^' || (p.dialect == python && p.at(`\A`)):
 			if depth > 0 || len(items) > 0 {
 				return nil, p.errorf("%s is supported only at the start of the pattern", p.anchorName())
@@ -251,7 +334,7 @@ func (p *reParser) sequence(depth int) (*Expr, error) {
 		}
 		items = append(items, atom)
 	}
-	return Seq(items...), nil
+	return reSeqOf(items...), nil
 }
 
 // anchorName is the anchor at the current position.
@@ -262,13 +345,14 @@ func (p *reParser) anchorName() string {
 	return string(p.peek())
 }
 
-func (p *reParser) atom(depth int) (*Expr, error) {
+func (p *reParser) atom(depth int) (*reNode, error) {
 	start := p.pos
 	c := p.peek()
 	p.pos++
 	switch c {
 	case '(':
-		if err := p.groupPrefix(); err != nil {
+		look, err := p.groupPrefix()
+		if err != nil {
 			return nil, err
 		}
 		e, err := p.alternation(depth + 1)
@@ -279,6 +363,9 @@ func (p *reParser) atom(depth int) (*Expr, error) {
 			return nil, p.errorAt(start, "missing ) to close this group")
 		}
 		p.pos++
+		if look != 0 {
+			return &reNode{kind: reLook, subs: []*reNode{e}, neg: look < 0}, nil
+		}
 		return e, nil
 	case '[':
 		k, err := p.class()
@@ -288,9 +375,9 @@ func (p *reParser) atom(depth int) (*Expr, error) {
 		return p.classExpr(k.narrow, start)
 	case '.':
 		if p.dialect == python {
-			return p.char(pyDot), nil
+			return reCharOf(pyDot), nil
 		}
-		return p.char(reDot), nil
+		return reCharOf(reDot), nil
 	case '\\':
 		k, err := p.escape(false)
 		if err != nil {
@@ -304,53 +391,63 @@ func (p *reParser) atom(depth int) (*Expr, error) {
 			return nil, p.errorAt(start, "nothing to repeat before %q", c)
 		}
 	}
-	return p.char(chars(c, c)), nil
+	return reCharOf(chars(c, c)), nil
 }
 
-// groupPrefix reads what may follow the ( of a group: ?: or a name, and
-// refuses the other (? forms.
-func (p *reParser) groupPrefix() error {
+// groupPrefix reads what may follow the ( of a group: ?: or a name, or,
+// with assertions, ?= or ?! (look 1 or -1), and refuses the other (?
+// forms.
+func (p *reParser) groupPrefix() (look int, err error) {
 	if !p.more() || p.peek() != '?' {
-		return nil
+		return 0, nil
 	}
 	start := p.pos - 1
 	switch {
 	case p.at("?:"):
 		p.pos += 2
-		return nil
+		return 0, nil
 	case p.at("?P<") || (p.at("?<") && !p.at("?<=") && !p.at("?<!")):
 		if p.at("?P<") && p.dialect == ecma {
-			return p.errorAt(start, "(?P<name>...) is Python's syntax; ECMA-262 writes (?<name>...)")
+			return 0, p.errorAt(start, "(?P<name>...) is Python's syntax; ECMA-262 writes (?<name>...)")
 		}
 		end := p.pos + 2
 		for end < len(p.src) && p.src[end] != '>' {
 			end++
 		}
 		if end == len(p.src) {
-			return p.errorAt(start, "unterminated group name")
+			return 0, p.errorAt(start, "unterminated group name")
 		}
 		p.pos = end + 1
-		return nil
-	case p.at("?=") || p.at("?!") || p.at("?<=") || p.at("?<!"):
-		return p.errorAt(start, "lookaround assertions are not supported")
+		return 0, nil
+	case p.assertions && (p.at("?=") || p.at("?!")):
+		look = 1
+		if p.at("?!") {
+			look = -1
+		}
+		p.pos += 2
+		return look, nil
+	case p.at("?<=") || p.at("?<!"):
+		return 0, p.errorAt(start, "lookaround assertions are not supported (lookbehind)")
+	case p.at("?=") || p.at("?!"):
+		return 0, p.errorAt(start, "lookaround assertions are not supported")
 	case p.at("?P="):
-		return p.errorAt(start, "backreferences are not supported")
+		return 0, p.errorAt(start, "backreferences are not supported")
 	case p.at("?>"):
-		return p.errorAt(start, "atomic groups are not supported")
+		return 0, p.errorAt(start, "atomic groups are not supported")
 	case p.at("?("):
-		return p.errorAt(start, "conditional groups are not supported")
+		return 0, p.errorAt(start, "conditional groups are not supported")
 	}
 	if p.dialect == python {
-		return p.errorAt(start, "inline flags and other (?...) groups are not supported")
+		return 0, p.errorAt(start, "inline flags and other (?...) groups are not supported")
 	}
-	return p.errorAt(start, "(?%c...) groups are not supported", p.src[min(p.pos+1, len(p.src)-1)])
+	return 0, p.errorAt(start, "(?%c...) groups are not supported", p.src[min(p.pos+1, len(p.src)-1)])
 }
 
-func (p *reParser) classExpr(cs charSet, start int) (*Expr, error) {
+func (p *reParser) classExpr(cs charSet, start int) (*reNode, error) {
 	if len(cs) == 0 {
 		return nil, p.errorAt(start, "a character class that matches nothing")
 	}
-	return p.char(cs), nil
+	return reCharOf(cs), nil
 }
 
 // escape reads what follows a backslash: a class (\d), or one character.
@@ -464,7 +561,10 @@ func (p *reParser) escape(inClass bool) (reClass, error) {
 		}
 		return reClass{}, p.errorAt(start, "backreferences are not supported")
 	}
-	if py && c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c)) {
+	if c < utf8.RuneSelf && (unicode.IsLetter(c) || unicode.IsDigit(c)) {
+		// ECMA-262 reads it as the letter itself only outside unicode
+		// mode; RE2 and Python, which validators use, read \a, \A, \z
+		// and others as something else.
 		return reClass{}, p.errorAt(start, "bad escape \\%c", c)
 	}
 	return one(c), nil
@@ -576,7 +676,7 @@ func (p *reParser) quantifierEnd(start int) int {
 }
 
 // quantified applies a quantifier after atom, if there is one.
-func (p *reParser) quantified(atom *Expr) (*Expr, error) {
+func (p *reParser) quantified(atom *reNode) (*reNode, error) {
 	if !p.more() {
 		return atom, nil
 	}
@@ -599,6 +699,10 @@ func (p *reParser) quantified(atom *Expr) (*Expr, error) {
 		}
 		body := string(p.src[start+1 : end-1])
 		a, b, comma := strings.Cut(body, ",")
+		if p.dialect == ecma && (len(a) > 1 && a[0] == '0' || len(b) > 1 && b[0] == '0') {
+			// RE2, which validators use, reads it as literal text.
+			return nil, p.errorAt(start, "the quantifier {%s} has a count with a leading zero, which validators read differently", body)
+		}
 		var err error
 		if lo, err = repeatCount(a); err != nil {
 			return nil, p.errorAt(start, "the quantifier {%s} is too large (at most %d)", body, MaxRepeat)
@@ -625,7 +729,13 @@ func (p *reParser) quantified(atom *Expr) (*Expr, error) {
 	if p.more() && (p.peek() == '*' || p.peek() == '+' || (p.peek() == '{' && p.quantifierEnd(p.pos) > 0)) {
 		return nil, p.errorf("a quantifier after a quantifier (possessive quantifiers are not supported)")
 	}
-	return Repeat(atom, lo, hi), nil
+	if atom.kind == reLook {
+		return nil, p.errorAt(start, "a quantifier on a lookahead is not supported")
+	}
+	if lo == 1 && hi == 1 {
+		return atom, nil
+	}
+	return &reNode{kind: reRepeat, subs: []*reNode{atom}, min: lo, max: hi}, nil
 }
 
 // repeatCount reads a repetition count of at most MaxRepeat ("" is 0).
