@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/llamacpp"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/session"
@@ -68,6 +69,22 @@ type Options struct {
 	// Reasoning is how thinking models' reasoning reaches clients by
 	// default (llama-server's --reasoning-format).
 	Reasoning session.ReasoningFormat
+	// MaxTokens, when > 0, is the most tokens a choice generates, whatever
+	// its request asks (llama-server's --n-predict).
+	MaxTokens int
+	// AnyModelName serves any model name with the one model served (when
+	// it has no adapters) and repeats the name, as llama-server does.
+	AnyModelName bool
+	// NoThinking renders thinking templates with thinking off unless a
+	// request turns it on (llama-server's --reasoning-budget 0).
+	NoThinking bool
+	// Slots turns on llama-server's GET /slots; SlotSavePath, when set, is
+	// the directory of its slot actions (save, restore, erase).
+	Slots        bool
+	SlotSavePath string
+	// PublicModels serves the model listings (/v1/models, /models)
+	// without an API key, as llama-server does.
+	PublicModels bool
 }
 
 // Protocol is a wire package: the routes of one protocol and the shape of
@@ -86,6 +103,7 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 	openai  *openai.API
+	llama   *llamacpp.API
 }
 
 // New returns a Server with no model yet.
@@ -98,12 +116,14 @@ func New(o Options) *Server {
 	s.models = session.New(session.Options{
 		MaxN: o.MaxN, Sampling: o.Sampling, FeedbackWindow: o.FeedbackWindow, MaxLoaded: o.MaxLoaded, KeepAlive: o.KeepAlive,
 		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning,
+		MaxTokens: o.MaxTokens, AnyModelName: o.AnyModelName, NoThinking: o.NoThinking,
 		OnModelLoad:   func() { s.metrics.modelLoads.Inc() },
 		OnModelUnload: func(why string) { s.metrics.modelUnloads.WithLabelValues(why).Inc() },
 		OnGeneration:  s.account,
 	})
 	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
+	s.llama = &llamacpp.API{Models: s.models, Version: o.Version, Slots: o.Slots, SlotSavePath: o.SlotSavePath, OnFailure: s.logFailure}
 	s.handler = s.routes()
 	return s
 }
@@ -144,7 +164,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai}
+	return []Protocol{s.openai, s.llama}
 }
 
 func (s *Server) routes() http.Handler {
@@ -154,6 +174,14 @@ func (s *Server) routes() http.Handler {
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
+	if s.opt.PublicModels {
+		r.Group(func(r chi.Router) {
+			r.Use(s.limitBody, s.requireModel(openai.WriteError))
+			for _, prefix := range []string{"/v1", ""} {
+				r.Get(prefix+"/models", s.handle(s.listModels))
+			}
+		})
+	}
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
 			r.Use(s.auth(p.WriteError), s.limitBody, s.requireModel(p.WriteError))
@@ -168,7 +196,9 @@ func (s *Server) routes() http.Handler {
 			r.Group(func(r chi.Router) {
 				r.Use(s.requireModel(openai.WriteError))
 				for _, prefix := range []string{"/v1", ""} {
-					r.Get(prefix+"/models", s.handle(s.listModels))
+					if !s.opt.PublicModels {
+						r.Get(prefix+"/models", s.handle(s.listModels))
+					}
 					r.Get(prefix+"/models/*", s.handle(s.getModel))
 				}
 				r.Post("/tokenize", s.handle(s.tokenize))

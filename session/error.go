@@ -50,6 +50,10 @@ type Error struct {
 	Code    string // "" for none
 	// RetryAfter, in seconds, is sent as the Retry-After header when > 0.
 	RetryAfter int
+	// PromptTokens and ContextLength are set on an error of code
+	// CodeContextLength: the prompt's tokens and the context it had to
+	// fit in (llama-server reports them as n_prompt_tokens and n_ctx).
+	PromptTokens, ContextLength int
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -134,6 +134,9 @@ func (g *Generation) start(ctx context.Context) error {
 		return Invalid("route_cost_weight", CodeInvalidValue, "route_cost_weight applies to the router: set model to %s", Quote(ms.RouterName()))
 	}
 	g.model, g.route, g.modelID = t.Model, t.route, t.Model.ID
+	if t.anyName {
+		g.modelID = t.Name
+	}
 	m := t.Model
 	if req.Messages != nil && m.Chat == nil {
 		return Unsupported(n.Model, "the model %s has no chat template; send a text prompt", Quote(m.ID))
@@ -161,7 +164,7 @@ func (g *Generation) start(ctx context.Context) error {
 	tu := &toolUse{tools: req.Tools, style: m.tools, choice: req.ToolChoice}
 	isChat := req.Messages != nil
 	if isChat {
-		text, err := renderChat(m, req, tu)
+		text, err := renderChat(m, req, tu, ms.opt.NoThinking)
 		if err != nil {
 			return err
 		}
@@ -308,16 +311,39 @@ func (ms *Models) checkSampling(req *Request, m *Model) error {
 // for, in the context.
 func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 	n := g.req.names()
+	var e *Error
 	if promptLen >= maxLen {
-		return Invalid(g.req.promptParam(), CodeContextLength,
+		e = Invalid(g.req.promptParam(), CodeContextLength,
 			"this model's maximum context length is %d tokens, and the prompt has %d tokens, leaving no room for a completion", maxLen, promptLen)
-	}
-	if maxTokens > 0 && promptLen+maxTokens > maxLen {
-		return Invalid(n.MaxTokens, CodeContextLength,
+	} else if maxTokens > 0 && promptLen+maxTokens > maxLen && !g.req.ClampMaxTokens {
+		e = Invalid(n.MaxTokens, CodeContextLength,
 			"this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d for the completion)",
 			maxLen, promptLen+maxTokens, promptLen, maxTokens)
 	}
+	if e != nil {
+		e.PromptTokens, e.ContextLength = promptLen, maxLen
+		return e
+	}
 	return nil
+}
+
+// choiceLimit is the most tokens a choice of a prompt of promptLen tokens
+// generates: the request's limit, clamped to the context when it asks so;
+// without one, the context left and no more than the model was trained
+// on.
+func (g *Generation) choiceLimit(promptLen, maxLen int) int {
+	req, m := g.req, g.model
+	if req.MaxTokens > 0 {
+		if req.ClampMaxTokens {
+			return max(min(req.MaxTokens, maxLen-promptLen), 1)
+		}
+		return req.MaxTokens
+	}
+	limit := maxLen - promptLen
+	if t := m.TrainedContext; t > 0 && t < maxLen {
+		limit = max(min(limit, t-promptLen), 1)
+	}
+	return limit
 }
 
 // submit checks the prompts against the context and submits one engine
@@ -326,6 +352,9 @@ func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 func (g *Generation) submit(ctx context.Context, constraint func() backends.Constraint, dopt tokenizer.DecodeOptions, tu *toolUse, think bool) error {
 	req, m := g.req, g.model
 	maxLen := m.Engine.MaxLen()
+	if c := g.ms.opt.MaxTokens; c > 0 && (req.MaxTokens == 0 || req.MaxTokens > c) && !req.ScoreOnly {
+		req.MaxTokens = c
+	}
 	for _, p := range g.prompts {
 		if len(p.ids) == 0 {
 			return Invalid(req.promptParam(), CodeInvalidValue, "the prompt is empty")
@@ -351,8 +380,8 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 	callPrefix := "call_"
 	for pi, p := range g.prompts {
 		maxTokens := req.MaxTokens
-		if maxTokens == 0 && !req.ScoreOnly {
-			maxTokens = maxLen - len(p.ids)
+		if !req.ScoreOnly {
+			maxTokens = g.choiceLimit(len(p.ids), maxLen)
 		}
 		for j := range req.N {
 			sp := req.Sampling
@@ -365,7 +394,8 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 			cctx, cancel := context.WithCancel(ctx)
 			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top,
 				Adapter: adapter, AdapterScale: scale, PromptLogprobs: req.PromptLogprobs, Constraint: constraint,
-				MinTokens: req.MinTokens, IgnoreEOS: req.IgnoreEOS})
+				MinTokens: req.MinTokens, IgnoreEOS: req.IgnoreEOS, Slot: req.Slot, NoCache: req.NoCache, PostSampling: req.PostSampling,
+				Progress: req.Progress})
 			if err != nil {
 				cancel()
 				if errors.Is(err, backends.ErrContextLength) {
@@ -469,9 +499,19 @@ func (g *Generation) run(ctx context.Context, sink Sink) error {
 				Message: fmt.Sprintf("generation of choice %d ended without a finish reason", c.index)}
 		}
 		ev := ce.ev
+		if ev.Prefilled > 0 {
+			p := Progress{Total: len(g.prompts[c.prompt].ids), Cache: c.stream.CachedTokens, Processed: ev.Prefilled, Elapsed: time.Since(g.started)}
+			if err := send([]Event{{Choice: c.index, Kind: EventProgress, Progress: p}}); err != nil {
+				return err
+			}
+			continue
+		}
 		if ev.Token != nil {
 			if g.firstToken.IsZero() {
 				g.firstToken = time.Now()
+			}
+			if c.firstToken.IsZero() {
+				c.firstToken = time.Now()
 			}
 			text, entries, stopped := c.addToken(ev.Token)
 			if stopped {
@@ -529,6 +569,7 @@ func (g *Generation) finish(c *choice, text string, entries []tokenEntry, reason
 		c.stopSeq = ""
 	}
 	c.finish = reason
+	c.ended = time.Now()
 	return append(evs, Event{Choice: c.index, Kind: EventFinish, Finish: reason, StopSequence: c.stopSeq})
 }
 

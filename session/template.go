@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,7 +16,7 @@ import (
 // chat_template_kwargs, and the reasoning options as the variables
 // thinking templates read (Qwen3's enable_thinking, DeepSeek-V3.1's
 // thinking, gpt-oss's reasoning_effort), where the kwargs leave them out.
-func (req *Request) kwargs() map[string]any {
+func (req *Request) kwargs(noThinking bool) map[string]any {
 	kw := maps.Clone(req.Template.Kwargs)
 	set := func(k string, v any) {
 		if kw == nil {
@@ -27,6 +28,10 @@ func (req *Request) kwargs() map[string]any {
 	}
 	r := req.Reasoning
 	think := r.Think
+	if think == nil && r.Effort == "" && noThinking {
+		off := false
+		think = &off
+	}
 	if r.Effort == "none" {
 		off := false
 		think = &off
@@ -44,8 +49,8 @@ func (req *Request) kwargs() map[string]any {
 // raises for a system message gets it folded into the first user turn, as
 // llama.cpp does; a template that knows no tools, and has no system role,
 // gets the tools described in the first user turn.
-func renderChat(m *Model, req *Request, tu *toolUse) (string, error) {
-	kw := req.kwargs()
+func renderChat(m *Model, req *Request, tu *toolUse, noThinking bool) (string, error) {
+	kw := req.kwargs(noThinking)
 	agp := !req.Template.NoGenerationPrompt && !req.Template.ContinueFinal
 	render := func(messages []Message) (string, error) {
 		return m.Chat.RenderChat(chat.Input{Messages: messages, Tools: tu.templateTools(), AddGenerationPrompt: agp, Extra: kw})
@@ -72,7 +77,40 @@ func renderChat(m *Model, req *Request, tu *toolUse) (string, error) {
 	if req.Template.ContinueFinal {
 		return continueFinal(text, req.Messages, req.names().Messages)
 	}
+	if agp && isFalse(kw["enable_thinking"]) {
+		text = closeThinking(text, m.templateSource())
+	}
 	return text, nil
+}
+
+// isFalse reports whether a template variable is false, as a Go value or
+// as the JSON a request gave.
+func isFalse(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return !x
+	case json.RawMessage:
+		return strings.TrimSpace(string(x)) == "false"
+	}
+	return false
+}
+
+// closeThinking closes the think block a generation prompt opens for the
+// model when thinking is off, as llama.cpp does: a prompt ending with
+// <think> (DeepSeek-R1, QwQ) gets </think>; Command R7B's, whose
+// template knows <|START_THINKING|>, gets an empty thinking block. A
+// template that turns thinking off itself (Qwen3) is left as it is.
+func closeThinking(text, src string) string {
+	const startThinking, endThinking = "<|START_THINKING|>", "<|END_THINKING|>"
+	switch {
+	case strings.HasSuffix(strings.TrimRight(text, " \n"), "<think>"):
+		return text + "</think>"
+	case strings.Contains(src, startThinking) && strings.HasSuffix(text, startThinking):
+		return text + endThinking
+	case strings.Contains(src, startThinking) && !strings.HasSuffix(text, endThinking):
+		return text + startThinking + endThinking
+	}
+	return text
 }
 
 // foldSystem moves the system messages' contents into the first user
@@ -151,7 +189,7 @@ func (ms *Models) Render(req *Request) (Rendered, error) {
 		return Rendered{}, Unsupported(n.Messages, "the model %s has no chat template", Quote(m.ID))
 	}
 	tu := &toolUse{tools: req.Tools, style: m.tools, choice: req.ToolChoice}
-	text, err := renderChat(m, req, tu)
+	text, err := renderChat(m, req, tu, ms.opt.NoThinking)
 	if err != nil {
 		return Rendered{}, err
 	}

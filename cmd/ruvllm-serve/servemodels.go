@@ -337,7 +337,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	if id == "" {
 		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
-	s.api = &session.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen}
+	s.api = &session.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen, Path: path, TrainedContext: trained}
 	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took", time.Since(start)).Msg("model opened")
 	if spec.adapterDir != "" {
 		if err := openAdapters(c, spec.adapterDir, s); err != nil {
