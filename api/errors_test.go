@@ -282,6 +282,8 @@ func TestAuth(t *testing.T) {
 		method, path, header string
 		status               int
 	}{
+		{"GET", "/v1/models", "BEARER k1", 200}, // the scheme is case-insensitive
+		{"GET", "/v1/models", "bearer k2", 200},
 		{"GET", "/v1/models", "", 401},
 		{"GET", "/v1/models", "Bearer wrong", 401},
 		{"GET", "/v1/models", "Basic azE=", 401},
@@ -299,6 +301,19 @@ func TestAuth(t *testing.T) {
 		}
 		if tc.status == 401 && deref(decode[wireError](t, b).Error.Code) != codeInvalidAPIKey {
 			t.Errorf("401 body %s", b)
+		}
+	}
+	// With PublicMetrics a scraper needs no key; the rest still does.
+	pub := newFakeServer(t, Options{APIKeys: []string{"k1"}, PublicMetrics: true}, nil)
+	for path, status := range map[string]int{"/metrics": 200, "/v1/models": 401} {
+		if resp, b := do(t, "GET", pub.URL+path, ""); resp.StatusCode != status {
+			t.Errorf("public metrics: %s: status %d, want %d: %s", path, resp.StatusCode, status, b)
+		}
+	}
+	// Anthropic's clients send the key as x-api-key.
+	for key, status := range map[string]int{"k1": 200, "wrong": 401} {
+		if resp, b := do(t, "GET", fs.URL+"/v1/models", "", "x-api-key", key); resp.StatusCode != status {
+			t.Errorf("x-api-key %q: status %d, want %d: %s", key, resp.StatusCode, status, b)
 		}
 	}
 }

@@ -265,7 +265,23 @@ func (s *Server) feedbackPair(f *jsonhttp.Fields, fb *session.Feedback, modelNam
 	if fb.ChosenText == fb.RejectedText {
 		return nil, session.Invalid("rejected", session.CodeInvalidValue, "chosen and rejected are the same text")
 	}
-	fb.Prompt = session.EncodePrompt(m.Tokenizer, fb.PromptText)
+	maxLen := m.Engine.MaxLen()
+	ids, ok := session.EncodePromptWithin(m.Tokenizer, fb.PromptText, maxLen)
+	param := "prompt"
+	if f.Has("messages") {
+		param = "messages"
+	}
+	if !ok {
+		return nil, session.Invalid(param, session.CodeContextLength, "this model's maximum context length is %d tokens, and the prompt has more", maxLen)
+	}
+	fb.Prompt = ids
+	// The completions must fit beside the prompt; one far too long is
+	// found out before it is tokenized whole.
+	for _, c := range []struct{ name, text string }{{"chosen", fb.ChosenText}, {"rejected", fb.RejectedText}} {
+		if _, ok := session.EncodePromptWithin(m.Tokenizer, c.text, maxLen-len(ids)+2); !ok {
+			return nil, session.Invalid(c.name, session.CodeContextLength, "this model's maximum context length is %d tokens; the prompt has %d and %s is longer than the rest", maxLen, len(ids), c.name)
+		}
+	}
 	fb.Tokenize(m.Tokenizer)
 	return m, nil
 }

@@ -186,6 +186,18 @@ func llamaPath(path string) bool {
 	return slices.Contains(llamacpp.Paths, path) || strings.HasPrefix(path, "/slots/")
 }
 
+// bodyDeadline gives the request's body BodyTimeout to arrive: reading it
+// fails after that (jsonhttp.Read answers 408). Once the body is read the
+// server clears the deadline itself, so that a streamed response can take
+// as long as it takes.
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// httptest's recorder has no deadlines; the request still runs.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // limitBody caps the request body at MaxBodyBytes: a declared length over
 // the cap is refused at once, a body that grows past it fails while read.
 func (s *Server) limitBody(next http.Handler) http.Handler {
@@ -214,11 +226,10 @@ func (s *Server) auth(write jsonhttp.ErrorWriter) func(http.Handler) http.Handle
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			h := r.Header.Get("Authorization")
-			token, ok := strings.CutPrefix(h, "Bearer ")
-			if !ok {
-				token, ok = strings.CutPrefix(h, "bearer ")
-			}
+			// The scheme is case-insensitive (RFC 9110): "BEARER key" is a
+			// bearer token too.
+			scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+			ok = ok && strings.EqualFold(scheme, "Bearer")
 			if !ok {
 				token = r.Header.Get("X-Api-Key")
 				ok = token != ""

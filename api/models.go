@@ -87,8 +87,16 @@ func (s *Server) routerModel() (modelObject, bool) {
 	if name == "" || len(list) < 2 {
 		return modelObject{}, false
 	}
+	// The router is loaded when a model it can choose is: it answers at
+	// once then, and loads one first otherwise.
+	status := "unloaded"
+	for _, m := range list {
+		if s.models.Loaded(m) {
+			status = "loaded"
+		}
+	}
 	o := modelObject{ID: name, Object: "model", Created: list[0].Created.Unix(), OwnedBy: "ruvllm", Root: name,
-		MaxModelLen: list[0].Engine.MaxLen(), Status: modelStatus{Value: "loaded"}}
+		MaxModelLen: list[0].Engine.MaxLen(), Status: modelStatus{Value: status}}
 	for _, m := range list[1:] {
 		o.MaxModelLen = min(o.MaxModelLen, m.Engine.MaxLen())
 	}

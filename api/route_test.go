@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
@@ -358,5 +359,30 @@ func TestRouterAvoidsAModelThatFailsToLoad(t *testing.T) {
 	// Exploration may try it again now and then, never often.
 	if failed == 0 || failed > 6 || late > 2 {
 		t.Errorf("%d of 40 requests went to the model that fails to load, %d of the last 20", failed, late)
+	}
+}
+
+// TestRouterStatus: the router's card says loaded only while a model it can
+// choose is loaded.
+func TestRouterStatus(t *testing.T) {
+	router, err := sona.New(sona.Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &demandModel{id: "a"}, &demandModel{id: "b"}
+	hs, _ := demandServer(t, Options{Router: router, KeepAlive: time.Hour}, a, b)
+	status := func() string {
+		t.Helper()
+		_, body := do(t, "GET", hs.URL+"/v1/models/auto", "")
+		return decode[modelObject](t, body).Status.Value
+	}
+	if got := status(); got != "unloaded" {
+		t.Errorf("with every model unloaded the router is %q", got)
+	}
+	if resp, body := do(t, "POST", hs.URL+"/v1/completions", completion("a", "")); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if got := status(); got != "loaded" {
+		t.Errorf("with a model loaded the router is %q", got)
 	}
 }

@@ -69,15 +69,25 @@ type Options struct {
 	// Reasoning is how thinking models' reasoning reaches clients by
 	// default (llama-server's --reasoning-format).
 	Reasoning session.ReasoningFormat
+	// NoThinking turns thinking off for the requests that do not turn it
+	// on (llama-server's --reasoning-budget 0).
+	NoThinking bool
+	// BodyTimeout is how long a request's body may take to arrive (408
+	// after it, and the connection is closed), so that a client trickling
+	// a body cannot hold a connection forever; an adapter upload gets ten
+	// times as long. 0 means DefaultBodyTimeout. Reading a streamed
+	// response slowly is not limited by it.
+	BodyTimeout time.Duration
+	// PublicMetrics serves /metrics without the API key, for a scraper
+	// the operator keeps on a private network; otherwise it needs the key
+	// as every route but /health does.
+	PublicMetrics bool
 	// MaxTokens, when > 0, is the most tokens a choice generates, whatever
 	// its request asks (llama-server's --n-predict).
 	MaxTokens int
 	// AnyModelName serves any model name with the one model served (when
 	// it has no adapters) and repeats the name, as llama-server does.
 	AnyModelName bool
-	// NoThinking renders thinking templates with thinking off unless a
-	// request turns it on (llama-server's --reasoning-budget 0).
-	NoThinking bool
 	// Slots turns on llama-server's GET /slots; SlotSavePath, when set, is
 	// the directory of its slot actions (save, restore, erase).
 	Slots        bool
@@ -86,6 +96,9 @@ type Options struct {
 	// without an API key, as llama-server does.
 	PublicModels bool
 }
+
+// DefaultBodyTimeout is Options.BodyTimeout when it is 0.
+const DefaultBodyTimeout = time.Minute
 
 // Protocol is a wire package: the routes of one protocol and the shape of
 // its errors. Adding a protocol is one package and one line in protocols.
@@ -111,12 +124,15 @@ func New(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
 	s := &Server{opt: o}
 	s.metrics = newMetrics(s)
 	s.models = session.New(session.Options{
 		MaxN: o.MaxN, Sampling: o.Sampling, FeedbackWindow: o.FeedbackWindow, MaxLoaded: o.MaxLoaded, KeepAlive: o.KeepAlive,
-		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning,
-		MaxTokens: o.MaxTokens, AnyModelName: o.AnyModelName, NoThinking: o.NoThinking,
+		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning, NoThinking: o.NoThinking,
+		MaxTokens: o.MaxTokens, AnyModelName: o.AnyModelName,
 		OnModelLoad:   func() { s.metrics.modelLoads.Inc() },
 		OnModelUnload: func(why string) { s.metrics.modelUnloads.WithLabelValues(why).Inc() },
 		OnGeneration:  s.account,
@@ -169,11 +185,14 @@ func (s *Server) protocols() []Protocol {
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors)
+	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.cors, s.bodyDeadline)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
+	if s.opt.PublicMetrics {
+		r.With(s.limitBody).Get("/metrics", s.metrics.serve)
+	}
 	if s.opt.PublicModels {
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitBody, s.requireModel(openai.WriteError))
@@ -192,7 +211,9 @@ func (s *Server) routes() http.Handler {
 		r.Use(s.auth(openai.WriteError))
 		r.Group(func(r chi.Router) {
 			r.Use(s.limitBody)
-			r.Get("/metrics", s.metrics.serve)
+			if !s.opt.PublicMetrics {
+				r.Get("/metrics", s.metrics.serve)
+			}
 			r.Group(func(r chi.Router) {
 				r.Use(s.requireModel(openai.WriteError))
 				for _, prefix := range []string{"/v1", ""} {

@@ -280,3 +280,37 @@ func TestToolChoiceRealModel(t *testing.T) {
 		})
 	}
 }
+
+// TestForcedCallsCloseWithinTheBudget: a forced call whose arguments fit
+// max_tokens ends in arguments that parse, however the model would go on
+// (issue 30: the budget is checked in bytes, which overcounts longer
+// tokens, and the matcher then heads for the end); an output that cannot
+// fit at all is refused before anything is generated.
+func TestForcedCallsCloseWithinTheBudget(t *testing.T) {
+	rs := startRealServer(t, realOptions{stories: true, parallel: 2, template: "meta-llama-Llama-3.1-8B-Instruct.jinja", maxLen: 4096})
+	required := openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+	for seed := range 12 {
+		for _, maxTokens := range []int64{40, 60} {
+			r, err := rs.client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: rs.id,
+				Messages: userMessage("What is the weather in Paris?"), Tools: weatherTools(), ToolChoice: required,
+				Temperature: openai.Float(1), Seed: openai.Int(int64(seed)), MaxTokens: openai.Int(maxTokens)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := r.Choices[0]
+			if len(ch.Message.ToolCalls) == 0 {
+				t.Fatalf("seed %d max_tokens %d: no call; finish %q content %q", seed, maxTokens, ch.FinishReason, ch.Message.Content)
+			}
+			for _, c := range ch.Message.ToolCalls {
+				if !json.Valid([]byte(c.Function.Arguments)) {
+					t.Errorf("seed %d max_tokens %d: arguments %q do not parse", seed, maxTokens, c.Function.Arguments)
+				}
+			}
+		}
+	}
+	resp, b := do(t, "POST", rs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,
+		"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","minLength":5000}}}}`)
+	if e := decode[wireError](t, b); resp.StatusCode != 400 || deref(e.Error.Param) != "max_tokens" || !strings.Contains(e.Error.Message, "response_format") {
+		t.Errorf("an output that cannot fit: %d %s", resp.StatusCode, b)
+	}
+}

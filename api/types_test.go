@@ -21,15 +21,17 @@ type promptTokensDetails struct {
 type chatMessage struct {
 	Role string `json:"role"`
 	// Content is null when the message only calls tools.
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Content          *string    `json:"content"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	Refusal          *string    `json:"refusal"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {

@@ -8,7 +8,9 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/lora"
@@ -52,12 +54,17 @@ func (s *Server) uploadAdapter(w http.ResponseWriter, r *http.Request) error {
 		return session.Invalid("", codeMultipart,
 			"send the adapter as multipart/form-data: the field name, and the files as file parts (curl -F name=NAME -F file=@adapter_config.json -F file=@adapter_model.safetensors)")
 	}
+	// An adapter may be large: it gets ten times a body's time.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * s.opt.BodyTimeout))
 	body := &watchedBody{r: http.MaxBytesReader(w, r.Body, maxBytes+multipartSlack)}
 	pick := func(base string) (*session.Model, error) { return s.adapterModel(base, "base_model") }
 	m, info, uerr := readUpload(multipart.NewReader(body, params["boundary"]), pick)
 	if body.tooLarge {
 		return &session.Error{Status: http.StatusRequestEntityTooLarge, Type: session.TypeInvalidRequest, Param: "file", Code: jsonhttp.CodeTooLarge,
 			Message: fmt.Sprintf("the upload is larger than the limit: an adapter may be at most %d bytes", maxBytes)}
+	}
+	if errors.Is(uerr, os.ErrDeadlineExceeded) {
+		return jsonhttp.TimedOut()
 	}
 	if uerr != nil {
 		var se *session.Error

@@ -50,7 +50,21 @@ type automaton struct {
 	groups []byte
 	tables [][256]int32 // the rest of the chunk newTable hands out
 	chunk  int          // the size of the last chunk
+
+	// stackTotal is the parse stacks of all states, which bounds their
+	// memory; overflow is set when an expansion passed maxStateStacks.
+	stackTotal int
+	overflow   bool
 }
+
+// maxStateStacks bounds the parse stacks of one state (and eight times it
+// the positions an expansion may visit to find them). Only a grammar
+// ambiguous beyond use reaches it (repetitions of things that can match
+// the empty string, nested: ("a"?){255} inside {256}, through rules as
+// well as groups, so that no bound on the grammar's text prevents it), and
+// a state past it is dead: the match ends there, rather than the server
+// spending seconds and gigabytes on every token.
+const maxStateStacks = 1 << 16
 
 func newAutomaton(g *Grammar) *automaton {
 	return &automaton{
@@ -69,6 +83,10 @@ func (a *automaton) start() int32 {
 		out, accept = a.expand(p, -1, out, accept)
 	}
 	a.out = out
+	if a.overflow {
+		a.overflow = false
+		return dead
+	}
 	return a.intern(out, accept)
 }
 
@@ -156,7 +174,8 @@ func (a *automaton) follow(stacks []int32, sig []uint64) int32 {
 		}
 	}
 	a.out = out
-	if len(out) == 0 && !accept {
+	if (len(out) == 0 && !accept) || a.overflow {
+		a.overflow = false
 		return dead
 	}
 	return a.intern(out, accept)
@@ -170,13 +189,23 @@ func (a *automaton) follow(stacks []int32, sig []uint64) int32 {
 // matching the empty string make.
 func (a *automaton) expand(pos, parent int32, out []int32, accept bool) ([]int32, bool) {
 	key := uint64(uint32(pos))<<32 | uint64(uint32(parent))
-	if _, ok := a.seen[key]; ok {
+	if _, ok := a.seen[key]; ok || a.overflow {
+		return out, accept
+	}
+	if len(a.seen) >= 8*maxStateStacks {
+		// As many steps through rules without a byte: give up before
+		// the search (and its recursion) grows without bound.
+		a.overflow = true
 		return out, accept
 	}
 	a.seen[key] = struct{}{}
 	g := a.g
 	switch el := g.elems[pos]; el.kind {
 	case elemByte:
+		if len(out) >= maxStateStacks {
+			a.overflow = true
+			return out, accept
+		}
 		return append(out, a.node(pos, parent)), accept
 	case elemEnd:
 		if parent < 0 {
@@ -235,6 +264,7 @@ func (a *automaton) intern(stacks []int32, accept bool) int32 {
 	}
 	id := int32(len(a.states))
 	a.states = append(a.states, st)
+	a.stackTotal += len(st.stacks)
 	a.stateIdx[string(a.key)] = id
 	return id
 }
@@ -245,6 +275,7 @@ func (a *automaton) restart(s int32) int32 {
 	st := a.states[s]
 	clear(a.stateIdx)
 	a.states = a.states[:0]
+	a.stackTotal = 0
 	return a.intern(st.stacks, st.accept)
 }
 

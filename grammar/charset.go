@@ -93,43 +93,109 @@ func (cs charSet) minus(other charSet) charSet {
 // utf8Expr matches the UTF-8 encoding of one code point of cs (surrogates
 // aside, which UTF-8 cannot hold): a byte-range sequence for each run of
 // code points whose encodings vary only in ranges of each byte, as RE2
-// and Rust's regex-syntax compile character classes.
+// and Rust's regex-syntax compile character classes, then merged into a
+// trie whose branches with the same continuation share one byte set, so
+// that a class of many ranges (\w over Unicode, a negated class) stays a
+// handful of alternatives.
 func utf8Expr(cs charSet) *Expr {
-	var alts []*Expr
+	var seqs [][]ByteSet
 	for _, r := range cs.minus(charSet{{surrogateLo, surrogateHi}}) {
 		for _, b := range [][2]rune{{0, 0x7F}, {0x80, 0x7FF}, {0x800, 0xFFFF}, {0x10000, maxRune}} {
 			lo, hi := max(r.lo, b[0]), min(r.hi, b[1])
 			if lo <= hi {
-				alts = utf8Split(alts, lo, hi)
+				seqs = utf8Split(seqs, lo, hi)
 			}
 		}
 	}
-	return Alt(alts...)
+	return byteTrie(seqs)
 }
 
-// utf8Split appends the sequences of lo … hi, which encode to the same
-// number of bytes.
-func utf8Split(alts []*Expr, lo, hi rune) []*Expr {
+// utf8Split appends the byte-range sequences of lo … hi, which encode to
+// the same number of bytes.
+func utf8Split(seqs [][]ByteSet, lo, hi rune) [][]ByteSet {
 	n := utf8.RuneLen(lo)
 	for i := 1; i < n; i++ {
 		m := rune(1)<<(6*i) - 1
 		if lo&^m != hi&^m {
 			if lo&m != 0 {
-				return utf8Split(utf8Split(alts, lo, lo|m), (lo|m)+1, hi)
+				return utf8Split(utf8Split(seqs, lo, lo|m), (lo|m)+1, hi)
 			}
 			if hi&m != m {
-				return utf8Split(utf8Split(alts, lo, (hi&^m)-1), hi&^m, hi)
+				return utf8Split(utf8Split(seqs, lo, (hi&^m)-1), hi&^m, hi)
 			}
 		}
 	}
 	var a, b [maxRuneBytes]byte
 	utf8.EncodeRune(a[:], lo)
 	utf8.EncodeRune(b[:], hi)
-	seq := make([]*Expr, n)
+	seq := make([]ByteSet, n)
 	for i := range n {
-		seq[i] = Byte(Range(a[i], b[i]))
+		seq[i] = Range(a[i], b[i])
 	}
-	return append(alts, Seq(seq...))
+	return append(seqs, seq)
+}
+
+// byteTrie matches any one of seqs (each a non-empty sequence of byte
+// sets): sequences with the same first set share it, and first sets whose
+// continuations are the same merge into one.
+func byteTrie(seqs [][]ByteSet) *Expr {
+	type branch struct {
+		first ByteSet
+		end   bool        // a sequence ends after first
+		tails [][]ByteSet // the rest of the longer ones
+	}
+	var branches []*branch
+	byFirst := map[ByteSet]*branch{}
+	for _, s := range seqs {
+		b := byFirst[s[0]]
+		if b == nil {
+			b = &branch{first: s[0]}
+			byFirst[s[0]] = b
+			branches = append(branches, b)
+		}
+		if len(s) == 1 {
+			b.end = true
+		} else {
+			b.tails = append(b.tails, s[1:])
+		}
+	}
+	type merged struct {
+		set  ByteSet
+		rest *Expr
+	}
+	var out []*merged
+	byRest := map[string]*merged{}
+	for _, b := range branches {
+		var rest *Expr
+		if len(b.tails) > 0 {
+			rest = byteTrie(b.tails)
+			if b.end {
+				rest = Opt(rest)
+			}
+		}
+		key := ""
+		if rest != nil {
+			key = rest.String()
+		}
+		m := byRest[key]
+		if m == nil {
+			m = &merged{rest: rest}
+			byRest[key] = m
+			out = append(out, m)
+		}
+		for w := range m.set {
+			m.set[w] |= b.first[w]
+		}
+	}
+	alts := make([]*Expr, len(out))
+	for i, m := range out {
+		if m.rest == nil {
+			alts[i] = Byte(m.set)
+		} else {
+			alts[i] = Seq(Byte(m.set), m.rest)
+		}
+	}
+	return Alt(alts...)
 }
 
 // jsonEscapes are the short escapes JSON has for some characters.

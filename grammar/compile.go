@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"math"
@@ -31,6 +32,9 @@ const (
 
 type element struct {
 	kind elemKind
+	// free says the byte costs nothing toward the lengths a budget is
+	// measured in: a byte of a Token after its first.
+	free bool
 	arg  int32
 }
 
@@ -44,7 +48,8 @@ type Grammar struct {
 	rules [][]int32 // rule → the positions where its alternatives start
 	root  int32
 	// minRest[p] is the fewest bytes that finish the alternative of p from
-	// p on; ruleMin[r] the fewest that match rule r.
+	// p on; ruleMin[r] the fewest that match rule r. A Token counts as one
+	// byte: these are the lengths a budget of tokens is checked against.
 	minRest []int32
 	ruleMin []int32
 }
@@ -52,7 +57,8 @@ type Grammar struct {
 // Compile compiles root, whose references name rules. It fails when a
 // referenced rule is missing, a rule can reach itself before matching a
 // byte, some rule can match no string at all (so that a match could never
-// end), or the grammar is too large.
+// end), or the grammar is too large. The last two name the rule at fault
+// (a *RuleError), so that a user can find it in what they wrote.
 func Compile(root *Expr, rules Rules) (*Grammar, error) {
 	c := &compiler{
 		g:      &Grammar{},
@@ -67,16 +73,17 @@ func Compile(root *Expr, rules Rules) (*Grammar, error) {
 	for len(c.pending) > 0 {
 		name := c.pending[0]
 		c.pending = c.pending[1:]
+		c.cur = name
 		if err := c.defineRule(c.named[name], rules[name]); err != nil {
 			return nil, err
 		}
 	}
 	g := c.g
-	if err := g.computeMinLengths(); err != nil {
-		return nil, err
+	if r := g.computeMinLengths(); r >= 0 {
+		return nil, &RuleError{Rule: c.owner[r], Msg: "matches no finite string: every way through it needs itself again, or a part that matches nothing"}
 	}
-	if err := g.checkLeftRecursion(); err != nil {
-		return nil, err
+	if r := g.checkLeftRecursion(); r >= 0 {
+		return nil, &RuleError{Rule: c.owner[r], Msg: "can reach itself before matching a byte (left recursion)"}
 	}
 	return g, nil
 }
@@ -87,10 +94,15 @@ type compiler struct {
 	named   map[string]int32
 	pending []string
 	setIdx  map[ByteSet]int32
+	// owner[r] is the named rule whose definition made rule r ("" for
+	// the root expression); cur is the one being defined.
+	owner []string
+	cur   string
 }
 
 func (c *compiler) newRule() int32 {
 	c.g.rules = append(c.g.rules, nil)
+	c.owner = append(c.owner, c.cur)
 	return int32(len(c.g.rules) - 1)
 }
 
@@ -151,6 +163,7 @@ func (c *compiler) ref(name string) (element, error) {
 			return element{}, fmt.Errorf("%w: rule %q is not defined", ErrGrammar, name)
 		}
 		r = c.newRule()
+		c.owner[r] = name
 		c.named[name] = r
 		c.pending = append(c.pending, name)
 	}
@@ -171,9 +184,11 @@ func (c *compiler) emit(body []element, e *Expr) ([]element, error) {
 			}
 		}
 		return body, nil
-	case opLit:
+	case opLit, opToken:
 		for i := 0; i < len(e.lit); i++ {
-			body = append(body, c.set(Range(e.lit[i], e.lit[i])))
+			el := c.set(Range(e.lit[i], e.lit[i]))
+			el.free = e.op == opToken && i > 0
+			body = append(body, el)
 		}
 		return body, nil
 	case opByte:
@@ -245,66 +260,106 @@ func (c *compiler) emitRepeat(body []element, e *Expr) ([]element, error) {
 
 const unreachable = math.MaxInt32
 
-// computeMinLengths fills minRest and ruleMin by iterating to a fixed
-// point, and fails if a rule matches no finite string.
-func (g *Grammar) computeMinLengths() error {
+// computeMinLengths fills minRest and ruleMin, and returns a rule that
+// matches no finite string (-1: none). It is Knuth's generalization of
+// Dijkstra's algorithm to grammars: the rule with the shortest tentative
+// length is final, and an alternative gets a length once every rule it
+// refers to has one, so it takes time near-linear in the grammar whatever
+// the order of its rules. Lengths past the int32 range are capped: no
+// budget is that long.
+func (g *Grammar) computeMinLengths() int32 {
 	g.ruleMin = make([]int32, len(g.rules))
 	for i := range g.ruleMin {
 		g.ruleMin[i] = unreachable
 	}
-	g.minRest = make([]int32, len(g.elems))
-	for changed := true; changed; {
-		changed = false
-		for r, alts := range g.rules {
-			best := int64(unreachable)
-			for _, start := range alts {
-				best = min(best, g.restFrom(start))
+	type alternative struct {
+		rule    int32
+		sum     int64 // bytes, plus the lengths of the rules known so far
+		pending int32 // references to rules without a length yet
+	}
+	var alts []alternative
+	uses := make([][]int32, len(g.rules)) // rule → the alternatives referring to it, once a reference
+	var h lengthHeap
+	for r, starts := range g.rules {
+		for _, start := range starts {
+			a := alternative{rule: int32(r)}
+			id := int32(len(alts))
+			for p := start; g.elems[p].kind != elemEnd; p++ {
+				switch el := g.elems[p]; el.kind {
+				case elemByte:
+					if !el.free {
+						a.sum++
+					}
+				case elemRule:
+					a.pending++
+					uses[el.arg] = append(uses[el.arg], id)
+				}
 			}
-			if int32(best) < g.ruleMin[r] {
-				g.ruleMin[r] = int32(best)
-				changed = true
+			alts = append(alts, a)
+			if a.pending == 0 {
+				heap.Push(&h, ruleLength{int32(r), a.sum})
 			}
 		}
 	}
-	for r, m := range g.ruleMin {
-		if m == unreachable {
-			return fmt.Errorf("%w: rule %d matches no string", ErrGrammar, r)
+	for h.Len() > 0 {
+		rl := heap.Pop(&h).(ruleLength)
+		if g.ruleMin[rl.rule] != unreachable {
+			continue
+		}
+		m := int32(min(rl.n, unreachable-1))
+		g.ruleMin[rl.rule] = m
+		for _, id := range uses[rl.rule] {
+			a := &alts[id]
+			a.sum += int64(m)
+			if a.pending--; a.pending == 0 && g.ruleMin[a.rule] == unreachable {
+				heap.Push(&h, ruleLength{a.rule, a.sum})
+			}
+		}
+	}
+	// The last rule made is the deepest, and likely the one at fault
+	// rather than one that merely refers to it.
+	for r := len(g.ruleMin) - 1; r >= 0; r-- {
+		if g.ruleMin[r] == unreachable {
+			return int32(r)
 		}
 	}
 	// minRest from the back of each alternative.
+	g.minRest = make([]int32, len(g.elems))
 	var next int64
 	for p := len(g.elems) - 1; p >= 0; p-- {
 		switch el := g.elems[p]; el.kind {
 		case elemEnd:
 			next = 0
 		case elemByte:
-			next++
+			if !el.free {
+				next++
+			}
 		case elemRule:
 			next += int64(g.ruleMin[el.arg])
 		}
 		g.minRest[p] = int32(min(next, unreachable-1))
 	}
-	return nil
+	return -1
 }
 
-// restFrom is the fewest bytes from start to the end of its alternative
-// with the current ruleMin.
-func (g *Grammar) restFrom(start int32) int64 {
-	var n int64
-	for p := start; ; p++ {
-		switch el := g.elems[p]; el.kind {
-		case elemEnd:
-			return min(n, unreachable)
-		case elemByte:
-			n++
-		case elemRule:
-			m := g.ruleMin[el.arg]
-			if m == unreachable {
-				return unreachable
-			}
-			n += int64(m)
-		}
-	}
+// ruleLength is a tentative shortest length of a rule.
+type ruleLength struct {
+	rule int32
+	n    int64
+}
+
+// lengthHeap is a min-heap of tentative lengths, for container/heap.
+type lengthHeap []ruleLength
+
+func (h lengthHeap) Len() int           { return len(h) }
+func (h lengthHeap) Less(i, j int) bool { return h[i].n < h[j].n }
+func (h lengthHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lengthHeap) Push(x any)        { *h = append(*h, x.(ruleLength)) }
+func (h *lengthHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // checkLeftRecursion fails if a rule can reach itself before matching a
@@ -314,7 +369,8 @@ func (g *Grammar) restFrom(start int32) int64 {
 // of its alternative. (A cycle of references that all end their
 // alternative, as a repetition of something that can match the empty
 // string makes, only revisits a stack the automaton has already seen.)
-func (g *Grammar) checkLeftRecursion() error {
+// It returns a rule on such a cycle, or -1.
+func (g *Grammar) checkLeftRecursion() int32 {
 	type edge struct {
 		to   int32
 		tail bool
@@ -378,11 +434,11 @@ func (g *Grammar) checkLeftRecursion() error {
 	for r, es := range first {
 		for _, e := range es {
 			if !e.tail && comp[e.to] == comp[r] {
-				return fmt.Errorf("%w: a rule can reach itself before matching a byte (left recursion)", ErrGrammar)
+				return int32(r)
 			}
 		}
 	}
-	return nil
+	return -1
 }
 
 // MinLength is the fewest bytes of a string the grammar matches.

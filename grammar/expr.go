@@ -35,6 +35,7 @@ const (
 	opLit              // the bytes of lit
 	opRepeat           // subs[0], min … max times (max < 0: unbounded)
 	opRef              // the rule named name
+	opToken            // the bytes of lit, one token of the vocabulary
 )
 
 // Expr is an expression of a grammar over bytes. Expressions are values:
@@ -57,6 +58,18 @@ func Lit(s string) *Expr {
 		return Empty()
 	}
 	return &Expr{op: opLit, lit: s}
+}
+
+// Token matches the bytes of s, which the vocabulary has as one token (a
+// tool-call marker such as <tool_call>): the lengths a budget is checked
+// against (MinLength, and a Matcher's budget) count it as one byte, so that
+// an output that must end with it reserves one token for it rather than
+// one per byte.
+func Token(s string) *Expr {
+	if s == "" {
+		return Empty()
+	}
+	return &Expr{op: opToken, lit: s}
 }
 
 // Byte matches one byte of set.
@@ -144,7 +157,7 @@ func (e *Expr) write(b *strings.Builder) {
 		}
 	case opByte:
 		b.WriteString(setString(&e.set))
-	case opLit:
+	case opLit, opToken:
 		b.WriteString(strconv.Quote(e.lit))
 	case opRepeat:
 		e.subs[0].writeAtom(b)

@@ -160,7 +160,9 @@ func decodeOrdered(data []byte) (any, error) {
 	return v, nil
 }
 
-// maxNesting bounds the depth of a schema document.
+// maxNesting bounds the depth of a schema document, and the nesting of
+// groups in a regular expression or a GBNF rule, so that a request cannot
+// run the parser and the compiler deep into the stack.
 const maxNesting = 256
 
 func decodeValue(dec *json.Decoder, depth int) (any, error) {

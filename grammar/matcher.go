@@ -3,8 +3,10 @@ package grammar
 // Bounds of a Matcher's memory.
 const (
 	// maxStates is how many automaton states a Matcher keeps before it
-	// forgets all but the current one.
-	maxStates = 8192
+	// forgets all but the current one; maxStatesStacks how many parse
+	// stacks (4 bytes each) they may hold in all.
+	maxStates       = 8192
+	maxStatesStacks = 1 << 22
 	// maxMaskBytes bounds a Matcher's cache of masks.
 	maxMaskBytes = 8 << 20
 )
@@ -19,7 +21,9 @@ type cachedMask struct {
 // Matcher follows one output through a grammar, token by token: Mask says
 // which tokens may come next, Accept takes the one chosen. It is the
 // per-sequence state of a constraint; it is not safe for concurrent use.
-// In steady state (states and masks already met) neither allocates.
+// In steady state (states and masks already met) neither allocates. A
+// grammar so ambiguous that the ways to continue would pass 65536 at once
+// (maxStateStacks) ends the match there: Mask then allows nothing.
 type Matcher struct {
 	v     *Vocabulary
 	a     *automaton
@@ -57,7 +61,7 @@ func (m *Matcher) Mask(allowed []uint64, budget int) bool {
 	if m.cur == dead {
 		return false
 	}
-	if len(m.a.states) > maxStates {
+	if len(m.a.states) > maxStates || m.a.stackTotal > maxStatesStacks {
 		m.cur = m.a.restart(m.cur)
 		clear(m.masks)
 	}
@@ -82,10 +86,36 @@ func (m *Matcher) Mask(allowed []uint64, budget int) bool {
 			// (an end-of-generation token would have been allowed).
 			return false
 		}
-		// No token finishes in time: the best left is to keep valid.
-		copy(allowed, c.bits)
+		// No token finishes in time by the count of one token a byte,
+		// which overcounts a vocabulary of longer tokens: the best left
+		// is to head for the end, by the tokens that leave the least to
+		// write.
+		m.fill(allowed, m.cur, m.least(m.cur))
 	}
 	return anyBit(allowed)
+}
+
+// least is the fewest bytes any token allowed in state s leaves to match.
+func (m *Matcher) least(s int32) int32 {
+	v, a := m.v, m.a
+	path := m.path
+	path[0] = s
+	least := int32(unreachable)
+	tb, depth, skip, tokStart := v.tb, v.depth, v.skip, v.tokStart
+	for i := 0; i < len(tb); {
+		d := depth[i]
+		to := a.step(path[d], tb[i])
+		if to == dead {
+			i = int(skip[i])
+			continue
+		}
+		path[d+1] = to
+		if tokStart[i] != tokStart[i+1] {
+			least = min(least, a.states[to].min)
+		}
+		i++
+	}
+	return least
 }
 
 // fill sets in dst the tokens allowed in state s after which a match can

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -193,6 +194,54 @@ func TestBudgetEndsWhole(t *testing.T) {
 				t.Fatalf("budget %d, walk %d: %q is not a whole match (%d bytes short)", budget, walk, out, m.Remaining())
 			}
 		}
+	}
+}
+
+// TestBudgetWithLongerTokens: where the bytes left are more than the tokens
+// left, but longer tokens can still finish in time, the matcher allows
+// only the tokens that leave the least to write; a Token counts as one
+// byte, so that a marker the vocabulary has whole costs one token.
+func TestBudgetWithLongerTokens(t *testing.T) {
+	g, err := Compile(Seq(Token("<call>"), Lit("abcdef"), Token("</call>")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := g.MinLength(); n != 8 {
+		t.Errorf("min length %d, want 8: each Token counts once", n)
+	}
+	pieces := []string{"<call>", "</call>", "a", "b", "c", "d", "e", "f", "abc", "def", "ab"}
+	v := NewVocabulary(pieces, nil)
+	mask := make([]uint64, v.MaskWords())
+	m := NewMatcher(g, v)
+	allowed := func() []string {
+		var out []string
+		for id, p := range pieces {
+			if mask[id>>6]&(1<<(id&63)) != 0 {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	for i, step := range []struct {
+		budget int
+		want   []string
+		take   string
+	}{
+		{4, []string{"<call>"}, "<call>"},
+		{3, []string{"abc"}, "abc"}, // "a" and "ab" leave more than "abc"
+		{2, []string{"def"}, "def"},
+		{1, []string{"</call>"}, "</call>"},
+	} {
+		if !m.Mask(mask, step.budget) {
+			t.Fatalf("step %d: nothing allowed", i)
+		}
+		if got := allowed(); !slices.Equal(got, step.want) {
+			t.Fatalf("step %d, budget %d: allowed %q, want %q", i, step.budget, got, step.want)
+		}
+		m.Accept(int32(slices.Index(pieces, step.take)))
+	}
+	if !m.Matched() {
+		t.Error("not a whole match")
 	}
 }
 

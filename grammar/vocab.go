@@ -101,6 +101,10 @@ func commonPrefix(a, b string) int {
 // Size is the number of tokens.
 func (v *Vocabulary) Size() int { return v.size }
 
+// MaxTokenBytes is the length of the vocabulary's longest token: an
+// output of n bytes takes at least n/MaxTokenBytes tokens.
+func (v *Vocabulary) MaxTokenBytes() int { return v.maxDepth }
+
 // MaskWords is the length of a mask: one bit per token.
 func (v *Vocabulary) MaskWords() int { return (v.size + 63) / 64 }
 

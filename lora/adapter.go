@@ -266,6 +266,53 @@ func (a *Adapter) Validate(cfg *models.Config, base *gguf.File) error {
 		if len(ti.Dims) != 2 || ti.Dims[0] != uint64(t.In) || ti.Dims[1] != uint64(t.Out) {
 			return invalidf("%s: the update is (out %d, in %d), the base weight has dims %v (ne: in, out; wrong base model?)", name, t.Out, t.In, ti.Dims)
 		}
+		if err := t.probe(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxProbeUpdate bounds the update an adapter may make of an input of unit
+// size (RMS 1): a model's activations are of order 1 to 1000, and an
+// update far beyond them only breaks the model (every token <unk>).
+const maxProbeUpdate = 1e5
+
+// probe refuses an update that is not finite, or absurdly large, on a
+// probe input of unit size: such weights load, then turn every activation
+// they touch into infinity.
+func (t *Target) probe() error {
+	// A fixed input of RMS 1 whose signs vary, so that no weights cancel
+	// out by the input's symmetry.
+	x := make([]float64, t.In)
+	for i := range x {
+		x[i] = 1
+		if (i*7+i/3)%5 < 2 {
+			x[i] = -1
+		}
+	}
+	h := make([]float64, t.Rank)
+	for k := range t.Rank {
+		for i, a := range t.A[k*t.In : (k+1)*t.In] {
+			h[k] += float64(a) * x[i]
+		}
+	}
+	worst := 0.0
+	for o := range t.Out {
+		var d float64
+		for k := range t.Rank {
+			d += float64(t.bt[k*t.Out+o]) * h[k]
+		}
+		d *= float64(t.Scale)
+		if math.IsNaN(d) || math.Abs(d) > worst {
+			worst = math.Abs(d)
+			if math.IsNaN(d) {
+				worst = math.Inf(1)
+			}
+		}
+	}
+	if !(worst <= maxProbeUpdate) {
+		return invalidf("%s: the update of an input of unit size reaches %.3g (at most %.0g is sane): the adapter's weights are absurdly large or not finite", t.Name, worst, float64(maxProbeUpdate))
 	}
 	return nil
 }

@@ -630,3 +630,41 @@ func TestDigest(t *testing.T) {
 		t.Fatal("adapters of other weights or scales have the same digest")
 	}
 }
+
+// TestProbeRefusesAbsurdWeights: an adapter whose weights are finite but
+// huge (the probe of issue 30 uploaded 3e38 everywhere, and every
+// completion then gave <unk>) is refused when it is validated, as is one
+// with a NaN; real adapters' weights pass.
+func TestProbeRefusesAbsurdWeights(t *testing.T) {
+	const in, out, rank = 64, 48, 4
+	fill := func(v float32) []float32 {
+		s := make([]float32, max(in, out)*rank)
+		for i := range s {
+			s[i] = v * float32(1+i%3) / 3
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		a, b float32
+		ok   bool
+	}{
+		{"typical", 0.02, 0.01, true},
+		{"large but sane", 1, 1, true},
+		{"3e38", 3e38, 3e38, false},
+		{"huge", 1e4, 1e4, false},
+		{"NaN", float32(math.NaN()), 0.01, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, err := NewTarget("blk.0.attn_q.weight", in, out, rank, fill(tc.a)[:rank*in], fill(tc.b)[:out*rank], 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.probe(); (err == nil) != tc.ok {
+				t.Errorf("probe: %v, want ok %v", err, tc.ok)
+			} else if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Errorf("probe: %v is not ErrInvalid", err)
+			}
+		})
+	}
+}

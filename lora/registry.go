@@ -596,10 +596,37 @@ func (u *Upload) AddFile(filename string, body io.Reader) error {
 	}
 	err := u.addFile(filename, body)
 	if err != nil {
+		err = u.pathless(err)
 		u.fail(err)
 	}
 	return err
 }
+
+// pathless is err with the upload's temporary directory taken out of its
+// message: a client is told what is wrong with its files ("adapter.gguf: 4
+// bytes is too short"), not where the server keeps them.
+func (u *Upload) pathless(err error) error {
+	msg := err.Error()
+	clean := strings.ReplaceAll(msg, u.tmp+string(filepath.Separator), "")
+	clean = strings.ReplaceAll(clean, u.tmp, "the upload")
+	if r := u.r.dir; r != "" {
+		clean = strings.ReplaceAll(clean, r+string(filepath.Separator), "")
+	}
+	if clean == msg {
+		return err
+	}
+	return &pathlessError{err: err, msg: clean}
+}
+
+// pathlessError is an error with a message of its own, unwrapping to the
+// original, so that errors.Is still tells its kind.
+type pathlessError struct {
+	err error
+	msg string
+}
+
+func (e *pathlessError) Error() string { return e.msg }
+func (e *pathlessError) Unwrap() error { return e.err }
 
 func (u *Upload) addFile(filename string, body io.Reader) error {
 	f, err := os.CreateTemp(u.tmp, "part-*")
@@ -695,6 +722,7 @@ func (u *Upload) Commit(name, baseModel string) (Info, error) {
 	}
 	info, err := u.commit(name, baseModel)
 	if err != nil {
+		err = u.pathless(err)
 		u.fail(err)
 		return Info{}, err
 	}

@@ -167,6 +167,11 @@ func TestRegistryUpload(t *testing.T) {
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
 				t.Fatalf("error %v, want %v containing %q", err, c.want, c.text)
 			}
+			// A client learns what is wrong with its files, not where the
+			// server keeps them.
+			if strings.Contains(err.Error(), dir) || strings.Contains(err.Error(), uploadPrefix) || strings.Contains(err.Error(), os.TempDir()) {
+				t.Errorf("the error shows a server path: %v", err)
+			}
 		})
 	}
 	got := dirNames(t, dir)

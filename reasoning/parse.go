@@ -108,6 +108,19 @@ type Parser struct {
 	marked    bool // a marker of the output was consumed
 }
 
+// OpensThinking reports whether prompt, rendered by a template of the
+// format, leaves a think block open (it ends, but for whitespace, with
+// <think>), so that the output starts inside the reasoning.
+func (f Format) OpensThinking(prompt string) bool {
+	return (f == Think || f == Granite) && strings.HasSuffix(strings.TrimRight(prompt, spaces), thinkOpen)
+}
+
+// CloseThinking is what closes a think block the prompt left open: a
+// server that turns thinking off appends it to such a prompt (as
+// llama-server does with --reasoning-budget 0), so that the model answers
+// at once.
+func (f Format) CloseThinking() string { return thinkClose }
+
 // NewParser starts parsing an output of the format generated after prompt,
 // the rendered prompt text. A think block the prompt opens and leaves open
 // (it ends, but for whitespace, with <think>) puts the output inside the
@@ -118,7 +131,7 @@ func (f Format) NewParser(prompt string) *Parser {
 	p := &Parser{f: f}
 	switch f {
 	case Think, Granite:
-		p.forced = strings.HasSuffix(strings.TrimRight(prompt, spaces), thinkOpen)
+		p.forced = f.OpensThinking(prompt)
 	case Harmony:
 		tail := hStart + "assistant"
 		if i := strings.LastIndex(prompt, hStart); i >= 0 && indexAny(prompt[i:], hEnd, hCall, hReturn) < 0 {

@@ -59,8 +59,11 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // AsError finds the *Error in err's chain; any other non-nil error is the
-// server's own failure, a 500.
+// server's own failure, a 500. A nil err is nil.
 func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) && e != nil {
 		return e

@@ -51,6 +51,10 @@ type Generation struct {
 	wg      sync.WaitGroup
 	closed  sync.Once
 
+	// output is the constraint on the text, nil for none; outputField the
+	// request field that asked for it.
+	output      *Output
+	outputField string
 	// ctx is the request's, which Options.OnGeneration is given.
 	ctx                                  context.Context
 	received, started, firstToken, ended time.Time
@@ -160,20 +164,54 @@ func (g *Generation) start(ctx context.Context) error {
 		g.route.start = time.Now()
 	}
 
-	// The prompts.
 	tu := &toolUse{tools: req.Tools, style: m.tools, choice: req.ToolChoice}
+	// The output's constraint, and what the choices' decoders write out.
+	out := req.Output
+	if o, err := tu.output(m, n.Tools); err != nil {
+		return err
+	} else if o != nil {
+		if out != nil {
+			return Unsupported(n.Output, "%s together with %s %s is not supported: the output is a tool call", n.Output, n.ToolChoice, req.ToolChoice.Mode)
+		}
+		out = o
+	}
+	g.outputField = n.Output
+	if req.Output == nil && out != nil {
+		g.outputField = n.ToolChoice
+	}
+	// The prompts.
 	isChat := req.Messages != nil
+	maxLen := m.Engine.MaxLen()
+	encode := func(text string) ([]tokenizer.ID, error) {
+		ids, ok := EncodePromptWithin(m.Tokenizer, text, maxLen)
+		if !ok {
+			e := Invalid(req.promptParam(), CodeContextLength,
+				"this model's maximum context length is %d tokens, and the prompt has more", maxLen)
+			// The prompt's tokens, when it was tokenized whole.
+			e.PromptTokens, e.ContextLength = len(ids), maxLen
+			return nil, e
+		}
+		return ids, nil
+	}
 	if isChat {
 		text, err := renderChat(m, req, tu, ms.opt.NoThinking)
 		if err != nil {
 			return err
 		}
-		g.prompts = []prompt{{ids: EncodePrompt(m.Tokenizer, text), text: text}}
+		ids, err := encode(text)
+		if err != nil {
+			return err
+		}
+		g.prompts = []prompt{{ids: ids, text: text}}
 	} else {
 		vocab := len(m.Tokenizer.Vocab().Tokens)
 		for i, p := range req.Prompts {
 			if p.Tokens == nil {
-				g.prompts = append(g.prompts, prompt{ids: EncodePrompt(m.Tokenizer, p.Text), text: p.Text})
+				ids, err := encode(p.Text)
+				if err != nil {
+					return err
+				}
+				g.prompts = append(g.prompts, prompt{ids: ids, text: p.Text})
 				continue
 			}
 			for _, id := range p.Tokens {
@@ -193,16 +231,6 @@ func (g *Generation) start(ctx context.Context) error {
 		}
 	}
 
-	// The output's constraint, and what the choices' decoders write out.
-	out := req.Output
-	if o, err := tu.output(m, n.Tools); err != nil {
-		return err
-	} else if o != nil {
-		if out != nil {
-			return Unsupported(n.Output, "%s together with %s %s is not supported: the output is a tool call", n.Output, n.ToolChoice, req.ToolChoice.Mode)
-		}
-		out = o
-	}
 	var markers []string
 	if out != nil {
 		markers = append(markers, out.render...)
@@ -218,6 +246,7 @@ func (g *Generation) start(ctx context.Context) error {
 	if err := ms.checkSampling(req, m); err != nil {
 		return err
 	}
+	g.output = out
 	return g.submit(ctx, out.constraint(m, dopt), dopt, tu, think)
 }
 
@@ -236,7 +265,7 @@ func (g *Generation) thinks() bool {
 func (g *Generation) leaseAdapter(t Target) error {
 	req := g.req
 	if t.Adapter == "" {
-		if req.LoRAScale != nil {
+		if req.LoRAScale != nil && req.Adapter == nil {
 			return Invalid("lora_scale", CodeInvalidValue, "lora_scale applies to an adapter; set model to %s", Quote(t.Model.ID+":ADAPTER"))
 		}
 		return nil
@@ -264,7 +293,11 @@ func (g *Generation) leaseAdapter(t Target) error {
 // adapter is the adapter the engine runs the request with: nil for the
 // base model, and for lora_scale 0, which is the base model exactly.
 func (g *Generation) engineAdapter() (*lora.Adapter, float32) {
-	if g.lease == nil {
+	adapter := g.req.Adapter
+	if g.lease != nil {
+		adapter = g.lease.Adapter()
+	}
+	if adapter == nil {
 		return nil, 0
 	}
 	scale := float32(1)
@@ -274,7 +307,7 @@ func (g *Generation) engineAdapter() (*lora.Adapter, float32) {
 	if scale == 0 {
 		return nil, 0
 	}
-	return g.lease.Adapter(), scale
+	return adapter, scale
 }
 
 // checkStops refuses stop strings that would let one request allocate
@@ -367,6 +400,19 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 		}
 		if err := g.contextCheck(len(p.ids), req.MaxTokens, maxLen); err != nil {
 			return err
+		}
+		if g.output != nil {
+			// An output the budget cannot hold is refused before any of it
+			// is generated, rather than cut off unfinished.
+			budget := req.MaxTokens
+			if budget == 0 {
+				budget = maxLen - len(p.ids)
+			}
+			if need := g.output.minTokens(m.grammarVocab(dopt)); need > budget {
+				n := req.names()
+				return Invalid(n.MaxTokens, CodeInvalidValue, "the output must follow %s, which takes at least %d tokens; %s allows %d",
+					g.outputField, need, n.MaxTokens, budget)
+			}
 		}
 	}
 	g.events = make(chan choiceEvent, 16)

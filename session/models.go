@@ -58,11 +58,6 @@ type Options struct {
 	RouterName string
 	// RouteAdapters lets the router choose the models' adapters too.
 	RouteAdapters bool
-	// NoThinking renders thinking models' templates with thinking off
-	// (enable_thinking false, and a think block the generation prompt
-	// opens closed) unless a request turns it on: llama-server's
-	// --reasoning-budget 0.
-	NoThinking bool
 	// AnyModelName serves any model name a request gives with the one
 	// model served, when it is one without adapters, and repeats the name
 	// in responses, as llama-server does; otherwise a name that is not
@@ -72,6 +67,11 @@ type Options struct {
 	// when a request does not say: ReasoningAuto (the zero value) and
 	// ReasoningDeepSeek separate it, ReasoningNone leaves it in the text.
 	Reasoning ReasoningFormat
+	// NoThinking turns thinking off for the requests that do not turn it
+	// on (llama-server's --reasoning-budget 0): templates see
+	// enable_thinking false, and a think block a template opens anyway is
+	// closed.
+	NoThinking bool
 	// OnModelLoad and OnModelUnload, when set, are told of every load and
 	// unload of a model on demand (the reason: idle, room, request,
 	// shutdown); OnGeneration of every generation as it ends, however it

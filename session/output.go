@@ -77,6 +77,15 @@ func (m *Model) grammarVocab(o tokenizer.DecodeOptions) *grammar.Vocabulary {
 	return v
 }
 
+// minTokens is the fewest tokens of v an output of out takes: its
+// shortest match (a marker that is one token counted once) in the
+// vocabulary's longest tokens.
+func (out *Output) minTokens(v *grammar.Vocabulary) int {
+	n := out.g.MinLength()
+	per := max(v.MaxTokenBytes(), 1)
+	return (n + per - 1) / per
+}
+
 // constraint makes the engine's constraint factory for out on model m,
 // whose choices decode with o; nil for none.
 func (out *Output) constraint(m *Model, o tokenizer.DecodeOptions) func() backends.Constraint {
@@ -99,17 +108,31 @@ func decodeOptions(constrained, keepSpecial bool, render []tokenizer.ID) tokeniz
 }
 
 // GBNFOutput is text that follows the GBNF grammar src (llama.cpp's
-// grammar language), given in the field param.
+// grammar language, as llama-server's grammar field takes it), given in the
+// field param.
 func GBNFOutput(src, param string) (*Output, error) {
-	return nil, Unsupported(param, "%s: GBNF grammars are not supported yet", param)
+	g, err := grammar.GBNF(src)
+	if err != nil {
+		return nil, Invalid(param, CodeInvalidValue, "%s: %v", param, err)
+	}
+	return &Output{g: g}, nil
 }
 
-// RegexOutput is text that matches the regular expression as a whole.
+// RegexOutput is text that the regular expression (Python's syntax, as
+// vLLM's guided_regex takes it) matches as a whole.
 func RegexOutput(pattern, param string) (*Output, error) {
-	return nil, Unsupported(param, "%s: regular expressions are not supported yet", param)
+	g, err := grammar.Regex(pattern)
+	if err != nil {
+		return nil, Invalid(param, CodeInvalidValue, "%s: %v", param, err)
+	}
+	return &Output{g: g}, nil
 }
 
-// ChoiceOutput is exactly one of options.
+// ChoiceOutput is exactly one of options (vLLM's guided_choice).
 func ChoiceOutput(options []string, param string) (*Output, error) {
-	return nil, Unsupported(param, "%s: choices are not supported yet", param)
+	g, err := grammar.Choice(options)
+	if err != nil {
+		return nil, Invalid(param, CodeInvalidValue, "%s: %v", param, err)
+	}
+	return &Output{g: g}, nil
 }

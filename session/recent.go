@@ -2,8 +2,10 @@ package session
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -114,6 +116,43 @@ func (ms *Models) Embed(ctx context.Context, m *Model, inputs [][]tokenizer.ID, 
 		out[i] = vec
 	}
 	return out, nil
+}
+
+// encodeChunk is the size of the pieces a long prompt is tokenized in
+// while it may not fit.
+const encodeChunk = 64 << 10
+
+// EncodePromptWithin is EncodePrompt for a prompt that must hold at most
+// limit tokens: a prompt far too long is found out after tokenizing a few
+// pieces of it, not all of it, so that a client cannot make the server
+// spend seconds and gigabytes on a prompt it will refuse. ok is false when
+// the prompt holds more than limit tokens; ids are then nil.
+func EncodePromptWithin(t *tokenizer.Tokenizer, text string, limit int) (ids []tokenizer.ID, ok bool) {
+	if len(text) > 4*encodeChunk {
+		// Pieces cut at line ends tokenize as the whole does except at the
+		// cuts, where a word split in two may take a token or two more:
+		// the count is a bound once those are taken off.
+		count, cuts := 0, 0
+		for rest := text; rest != ""; cuts++ {
+			n := min(len(rest), encodeChunk)
+			if n < len(rest) {
+				if i := strings.LastIndexByte(rest[:n], '\n'); i > 0 {
+					n = i + 1
+				} else {
+					for n > 1 && !utf8.RuneStart(rest[n]) {
+						n--
+					}
+				}
+			}
+			count += len(t.Encode(rest[:n], tokenizer.EncodeOptions{ParseSpecial: true}))
+			rest = rest[n:]
+			if count-2*cuts > limit {
+				return nil, false
+			}
+		}
+	}
+	ids = EncodePrompt(t, text)
+	return ids, len(ids) <= limit
 }
 
 // EncodePrompt tokenizes a prompt as llama-server does: special tokens

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/grammar"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
@@ -103,6 +104,10 @@ type Request struct {
 	// LoRAScale, when set, multiplies the adapter's updates (0 is the base
 	// model exactly); it needs an adapter.
 	LoRAScale *float32
+	// Adapter is an adapter the caller loaded itself (the command line's
+	// --lora), used when Model names none of the model's registry; the
+	// caller keeps it alive until the generation is closed.
+	Adapter *lora.Adapter
 	// KeepAlive, when set, is how long a model on demand stays loaded
 	// after this request.
 	KeepAlive *time.Duration

@@ -12,11 +12,47 @@ import (
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
 
+// think is whether req thinks: its Think, or what its template kwargs say
+// (enable_thinking, thinking), off for the effort "none", else the
+// server's default (nil: the template's).
+func (req *Request) think(serverOff bool) *bool {
+	off := false
+	switch {
+	case req.Reasoning.Think != nil:
+		return req.Reasoning.Think
+	case kwargBool(req.Template.Kwargs, "enable_thinking") != nil:
+		return kwargBool(req.Template.Kwargs, "enable_thinking")
+	case kwargBool(req.Template.Kwargs, "thinking") != nil:
+		return kwargBool(req.Template.Kwargs, "thinking")
+	case req.Reasoning.Effort == "none", serverOff && req.Reasoning.Effort == "":
+		return &off
+	}
+	return nil
+}
+
+// kwargBool is the boolean kwarg k (a bool, or JSON's true or false), nil
+// when it is absent or not a boolean.
+func kwargBool(kw map[string]any, k string) *bool {
+	var b bool
+	switch v := kw[k].(type) {
+	case bool:
+		b = v
+	case json.RawMessage:
+		if json.Unmarshal(v, &b) != nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return &b
+}
+
 // kwargs are the template variables of req: the client's
 // chat_template_kwargs, and the reasoning options as the variables
 // thinking templates read (Qwen3's enable_thinking, DeepSeek-V3.1's
-// thinking, gpt-oss's reasoning_effort), where the kwargs leave them out.
-func (req *Request) kwargs(noThinking bool) map[string]any {
+// thinking, gpt-oss's reasoning_effort), where the kwargs leave them out;
+// serverOff turns thinking off unless the request turns it on.
+func (req *Request) kwargs(serverOff bool) map[string]any {
 	kw := maps.Clone(req.Template.Kwargs)
 	set := func(k string, v any) {
 		if kw == nil {
@@ -26,19 +62,10 @@ func (req *Request) kwargs(noThinking bool) map[string]any {
 			kw[k] = v
 		}
 	}
-	r := req.Reasoning
-	think := r.Think
-	if think == nil && r.Effort == "" && noThinking {
-		off := false
-		think = &off
+	if e := req.Reasoning.Effort; e != "" && e != "none" {
+		set("reasoning_effort", e)
 	}
-	if r.Effort == "none" {
-		off := false
-		think = &off
-	} else if r.Effort != "" {
-		set("reasoning_effort", r.Effort)
-	}
-	if think != nil {
+	if think := req.think(serverOff); think != nil {
 		set("enable_thinking", *think)
 		set("thinking", *think)
 	}
@@ -48,9 +75,11 @@ func (req *Request) kwargs(noThinking bool) map[string]any {
 // renderChat renders req's messages with m's template. A template that
 // raises for a system message gets it folded into the first user turn, as
 // llama.cpp does; a template that knows no tools, and has no system role,
-// gets the tools described in the first user turn.
-func renderChat(m *Model, req *Request, tu *toolUse, noThinking bool) (string, error) {
-	kw := req.kwargs(noThinking)
+// gets the tools described in the first user turn. With thinking off
+// (serverOff, unless the request turns it on), a think block the template
+// opens anyway is closed, as llama-server does.
+func renderChat(m *Model, req *Request, tu *toolUse, serverOff bool) (string, error) {
+	kw := req.kwargs(serverOff)
 	agp := !req.Template.NoGenerationPrompt && !req.Template.ContinueFinal
 	render := func(messages []Message) (string, error) {
 		return m.Chat.RenderChat(chat.Input{Messages: messages, Tools: tu.templateTools(), AddGenerationPrompt: agp, Extra: kw})
@@ -77,40 +106,10 @@ func renderChat(m *Model, req *Request, tu *toolUse, noThinking bool) (string, e
 	if req.Template.ContinueFinal {
 		return continueFinal(text, req.Messages, req.names().Messages)
 	}
-	if agp && isFalse(kw["enable_thinking"]) {
-		text = closeThinking(text, m.templateSource())
+	if think := req.think(serverOff); think != nil && !*think && m.thinking.format.OpensThinking(text) {
+		text += m.thinking.format.CloseThinking()
 	}
 	return text, nil
-}
-
-// isFalse reports whether a template variable is false, as a Go value or
-// as the JSON a request gave.
-func isFalse(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return !x
-	case json.RawMessage:
-		return strings.TrimSpace(string(x)) == "false"
-	}
-	return false
-}
-
-// closeThinking closes the think block a generation prompt opens for the
-// model when thinking is off, as llama.cpp does: a prompt ending with
-// <think> (DeepSeek-R1, QwQ) gets </think>; Command R7B's, whose
-// template knows <|START_THINKING|>, gets an empty thinking block. A
-// template that turns thinking off itself (Qwen3) is left as it is.
-func closeThinking(text, src string) string {
-	const startThinking, endThinking = "<|START_THINKING|>", "<|END_THINKING|>"
-	switch {
-	case strings.HasSuffix(strings.TrimRight(text, " \n"), "<think>"):
-		return text + "</think>"
-	case strings.Contains(src, startThinking) && strings.HasSuffix(text, startThinking):
-		return text + endThinking
-	case strings.Contains(src, startThinking) && !strings.HasSuffix(text, endThinking):
-		return text + startThinking + endThinking
-	}
-	return text
 }
 
 // foldSystem moves the system messages' contents into the first user

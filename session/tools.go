@@ -196,7 +196,9 @@ func (tu *toolUse) output(m *Model, param string) (*Output, error) {
 		}
 		tools = append(tools, toolcall.Tool{Name: t.Name, Parameters: t.Parameters})
 	}
-	g, err := tu.style.format.Grammar(tools, !tu.choice.Sequential)
+	vocab := m.Tokenizer.Vocab()
+	isToken := func(marker string) bool { _, ok := vocab.IDs[marker]; return ok }
+	g, err := tu.style.format.GrammarFor(tools, !tu.choice.Sequential, isToken)
 	if err != nil {
 		return nil, SchemaError(err, param)
 	}

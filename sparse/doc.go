@@ -28,7 +28,7 @@
 //
 // WINA's weight-aware criterion (drop input i when |x_i|·‖W[:,i]‖₂ is
 // small, not |x_i|) was measured and left out: on stories260K, calibrated
-// and scored as README.md says, ln perplexity rises at sparsity
+// and scored as docs/performance.md says, ln perplexity rises at sparsity
 // 0.1/0.25/0.4/0.5/0.6 by +0.2/+4.5/+27/+76/+194% with magnitudes alone,
 // +0.2/+5.2/+25/+71/+189% weighing each matrix's inputs by its own column
 // norms, +0.2/+5.0/+26/+74/+201% weighing the shared input of q/k/v (and of

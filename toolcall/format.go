@@ -116,6 +116,20 @@ const MaxParallelCalls = 8
 // MaxParallelCalls; Llama 3.x writes one call at a time). Each call names a
 // tool and gives arguments its parameters schema accepts.
 func (f Format) Grammar(tools []Tool, parallel bool) (*grammar.Grammar, error) {
+	return f.GrammarFor(tools, parallel, nil)
+}
+
+// GrammarFor is Grammar for a vocabulary in which isToken says which of
+// the format's markers are one token each: a budget of tokens then
+// reserves one token for such a marker rather than one per byte, so that a
+// call cut short by max_tokens still closes.
+func (f Format) GrammarFor(tools []Tool, parallel bool, isToken func(marker string) bool) (*grammar.Grammar, error) {
+	marker := func(s string) *grammar.Expr {
+		if isToken != nil && isToken(s) {
+			return grammar.Token(s)
+		}
+		return grammar.Lit(s)
+	}
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("toolcall: no tools to call")
 	}
@@ -147,7 +161,7 @@ func (f Format) Grammar(tools []Tool, parallel bool) (*grammar.Grammar, error) {
 	var root *grammar.Expr
 	switch f {
 	case Hermes:
-		block := grammar.Seq(grammar.Lit("<tool_call>\n"), call, grammar.Lit("\n</tool_call>"))
+		block := grammar.Seq(marker("<tool_call>"), grammar.Lit("\n"), call, grammar.Lit("\n"), marker("</tool_call>"))
 		root = block
 		if parallel {
 			root = grammar.Seq(block, grammar.Repeat(grammar.Seq(grammar.Lit("\n"), block), 0, MaxParallelCalls-1))
@@ -155,7 +169,7 @@ func (f Format) Grammar(tools []Tool, parallel bool) (*grammar.Grammar, error) {
 	case Llama3:
 		root = call
 	case Mistral:
-		root = grammar.Seq(grammar.Lit("[TOOL_CALLS]["), many(", "), grammar.Lit("]"))
+		root = grammar.Seq(marker("[TOOL_CALLS]"), grammar.Lit("["), many(", "), grammar.Lit("]"))
 	default:
 		root = grammar.Seq(grammar.Lit(`{"tool_calls": [`), many(", "), grammar.Lit("]}"))
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,9 @@ func Read(r *http.Request) (*Fields, error) {
 		if errors.As(rerr, &tooBig) {
 			return nil, TooLarge(tooBig.Limit)
 		}
+		if errors.Is(rerr, os.ErrDeadlineExceeded) {
+			return nil, TimedOut()
+		}
 		return nil, session.Invalid("", session.CodeInvalidJSON, "reading the request body: %v", rerr)
 	}
 	if form {
@@ -57,6 +61,16 @@ func Read(r *http.Request) (*Fields, error) {
 		}
 	}
 	return Parse(body, "")
+}
+
+// CodeTimeout is the code of a body that did not arrive in time.
+const CodeTimeout = "request_timeout"
+
+// TimedOut is the 408 of a body that did not arrive in time: the client
+// sent it too slowly, or stopped.
+func TimedOut() *session.Error {
+	return &session.Error{Status: http.StatusRequestTimeout, Type: session.TypeInvalidRequest, Code: CodeTimeout,
+		Message: "the request body did not arrive in time"}
 }
 
 // TooLarge is the 413 of a body over limit bytes.

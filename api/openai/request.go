@@ -242,6 +242,11 @@ func ParseSamplingTokens(f *jsonhttp.Fields, p *backends.Params, tokenize func(s
 			return session.Invalid("repeat_last_n", session.CodeInvalidValue, "repeat_last_n must be in [-1, %d], got %d", backends.MaxRepeatLastN, v)
 		}
 		p.RepeatLastN = int(v)
+		if v == 0 {
+			// llama-server's 0: no penalty window, so no penalties (the
+			// backend's 0 means its default window).
+			p.RepeatPenalty, p.PresencePenalty, p.FrequencyPenalty, p.RepeatLastN = 1, 0, 0, 0
+		}
 	}
 	if v, ok, err := f.Integer("seed"); err != nil {
 		return err

@@ -85,7 +85,7 @@ type Example struct {
 
 // TrainOptions configure a Trainer; the zero value trains a rank 2 adapter
 // of every block's ffn_down with β 1 and a learning rate of 1e-3: on
-// stories260K and three name preferences (README, "MicroLoRA") that moved
+// stories260K and three name preferences (docs/performance.md, "MicroLoRA") that moved
 // the margin 6–8 nats in 32 DPO steps with perplexity within +1.7%, where
 // q and v moved it 3–5 nats for +2.5% and all layers 4–7 nats for +1.4%.
 type TrainOptions struct {

@@ -320,7 +320,7 @@ func TestSparseDecodeAllocatesNothing(t *testing.T) {
 // stream rotated first (sparsify --rotate), against the same dense model,
 // and for that file run whole (what quantizing the rotated matrices again
 // costs). The divergence must grow with the level and stay finite; the
-// figures are logged (go test -run KLOnReference -v) for the README.
+// figures are logged (go test -run KLOnReference -v) for docs/performance.md.
 func TestSparseKLOnReferencePrompts(t *testing.T) {
 	dir := shared.Path(t, "reference")
 	files, err := filepath.Glob(filepath.Join(dir, "*", "*.logits.json"))

@@ -240,6 +240,49 @@ func TestGenerateGreedyMatchesLlamaCpp(t *testing.T) {
 	}
 }
 
+// TestGenerateThroughTheSession checks that generate runs the server's
+// session: stop strings end the text (and say so), and a JSON schema
+// constrains it.
+func TestGenerateThroughTheSession(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"name":{"enum":["Lily","Tom"]}},"required":["name"],"additionalProperties":false}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		text   string
+		finish string
+	}{
+		{"stop", []string{"--stop", "Lily", "--stop", "zebra"}, " Once upon a time, there was a little girl named ", "stop_sequence"},
+		{"schema", []string{"--json-schema", schema}, "", "stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := run(t, append([]string{"generate", "--model", stories, "--prompt", "", "--temp", "0", "-n", "40", "--json"}, tc.args...)...)
+			if code != 0 {
+				t.Fatal(stderr)
+			}
+			var r generateResult
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Finish != tc.finish {
+				t.Errorf("finish %q, want %q", r.Finish, tc.finish)
+			}
+			if tc.text != "" && r.Text != tc.text {
+				t.Errorf("text %q, want %q", r.Text, tc.text)
+			}
+			if tc.name == "schema" {
+				var v struct{ Name string }
+				if err := json.Unmarshal([]byte(r.Text), &v); err != nil || (v.Name != "Lily" && v.Name != "Tom") {
+					t.Errorf("text %q does not follow the schema: %v", r.Text, err)
+				}
+			}
+		})
+	}
+}
+
 func fmtInts(x []tokenizer.ID) string {
 	s := make([]string, len(x))
 	for i, v := range x {

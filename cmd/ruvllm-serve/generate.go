@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 func init() {
@@ -28,10 +30,18 @@ type generateResult struct {
 	IDs       []tokenizer.ID `json:"ids"`
 	Text      string         `json:"text"`
 	Top       [][]topProb    `json:"top,omitempty"`
+	// Finish is why the generation ended: stop, stop_sequence, length.
+	Finish string `json:"finish"`
 }
 
+// stringList is a flag that may repeat.
+type stringList []string
+
+func (l *stringList) String() string     { return fmt.Sprint(*l) }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
 func runGenerate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("generate", "--model PATH --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--top-probs K] [--json] [--threads T]")
+	fs := newFlags("generate", "--model PATH --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop S ...] [--grammar F.gbnf | --json-schema F.json] [--lora A.gguf] [--top-probs K] [--json] [--threads T]")
 	src := addModelFlags(fs)
 	prompt := fs.String("prompt", "", "the prompt, tokenized as llama-server does (BOS when the vocab asks for it, special tokens parsed)")
 	n := fs.Int("n", 128, "tokens to generate at most")
@@ -45,6 +55,11 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	topProbs := fs.Int("top-probs", 0, "with --json, the K most probable tokens at each step (softmax at temperature 1)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of streaming text")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past end-of-generation tokens")
+	var stops stringList
+	fs.Var(&stops, "stop", "end the text where this string appears (repeatable)")
+	grammarFile := fs.String("grammar", "", "a GBNF grammar file the text must follow")
+	schemaFile := fs.String("json-schema", "", "a JSON schema file the text must follow")
+	adapterPath := fs.String("lora", "", "generate with this LoRA adapter (a GGUF file or a PEFT directory)")
 	bf := addBackendFlags(fs, true)
 	ctxLen := fs.Int("ctx", 0, "context length in tokens; 0 = prompt + n")
 	if _, err := fs.parse(args, stdout); err != nil {
@@ -59,7 +74,43 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	defer m.Close()
 	defer b.Close()
 
-	promptIDs := m.Tokenizer.Encode(*prompt, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+	req := &session.Request{Prompts: []session.Prompt{{Text: *prompt}}, MaxTokens: *n, Stop: stops, IgnoreEOS: *ignoreEOS, Route: "generate"}
+	req.Sampling = backends.Params{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP), RepeatPenalty: float32(*repeat)}
+	if *seed >= 0 {
+		req.Sampling.Seed = seed
+	}
+	if err := req.Sampling.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *asJSON || *topProbs > 0 {
+		req.Logprobs, req.TopLogprobs = true, *topProbs
+	}
+	switch {
+	case *grammarFile != "" && *schemaFile != "":
+		return fmt.Errorf("%w: give --grammar or --json-schema, not both", errUsage)
+	case *grammarFile != "":
+		src, err := os.ReadFile(*grammarFile)
+		if err != nil {
+			return err
+		}
+		if req.Output, err = session.GBNFOutput(string(src), "--grammar"); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	case *schemaFile != "":
+		src, err := os.ReadFile(*schemaFile)
+		if err != nil {
+			return err
+		}
+		if req.Output, err = session.JSONSchemaOutput(src, "--json-schema"); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	if *adapterPath != "" {
+		if req.Adapter, err = lora.Load(*adapterPath, m.Config, m.File); err != nil {
+			return fmt.Errorf("--lora %s: %w", *adapterPath, err)
+		}
+	}
+	promptIDs := session.EncodePrompt(m.Tokenizer, *prompt)
 	if len(promptIDs) == 0 {
 		return fmt.Errorf("the prompt is empty and the vocab adds no BOS: nothing to start from")
 	}
@@ -70,74 +121,66 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	if len(promptIDs)+*n > maxLen {
 		return fmt.Errorf("prompt (%d tokens) + -n %d exceeds --ctx %d", len(promptIDs), *n, maxLen)
 	}
-	seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: maxLen})
+	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, IsEOG: m.Tokenizer.IsEOG})
 	if err != nil {
 		return err
 	}
-	defer seq.Close()
-
-	p := backends.Params{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP), RepeatPenalty: float32(*repeat)}
-	if *seed >= 0 {
-		p.Seed = seed
-	}
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	vocab := b.Model().VocabSize
-	sampler := backends.NewSampler(p, vocab)
-	logits := make([]float32, vocab)
-	res := generateResult{PromptIDs: promptIDs, IDs: []tokenizer.ID{}}
-	dec := m.Tokenizer.NewDecoderWith(tokenizer.DecodeOptions{Continuation: true})
-	var top []backends.TokenLogprob
-
-	start := time.Now()
-	if err := b.Forward([]backends.Step{{Seq: seq, Tokens: promptIDs, Logits: logits}}); err != nil {
+	defer eng.Close()
+	models := session.New(session.Options{})
+	if err := models.AddModel(&session.Model{ID: m.ID(), Tokenizer: m.Tokenizer, Chat: m, Engine: eng}); err != nil {
 		return err
 	}
-	promptTime := time.Since(start)
-	genStart := time.Now()
-	one := make([]tokenizer.ID, 1)
-	for i := 0; i < *n; i++ {
-		if ctx.Err() != nil {
-			break
-		}
-		if *topProbs > 0 {
-			top = sampler.TopLogprobs(logits, *topProbs, top[:0])
-			step := make([]topProb, len(top))
-			for j, t := range top {
-				step[j] = topProb{ID: t.ID, P: math.Exp(float64(t.Logprob))}
-			}
-			res.Top = append(res.Top, step)
-		}
-		id := sampler.Sample(logits)
-		sampler.Accept(id)
-		if !*ignoreEOS && m.Tokenizer.IsEOG(id) {
-			break
-		}
-		res.IDs = append(res.IDs, id)
-		text := dec.Add(id)
-		res.Text += text
-		if !*asJSON {
-			io.WriteString(stdout, text)
-		}
-		if i == *n-1 {
-			break
-		}
-		one[0] = id
-		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: one, Logits: logits}}); err != nil {
-			return err
-		}
+	gen, err := models.Start(ctx, req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	genTime := time.Since(genStart)
-	tail := dec.Flush()
-	res.Text += tail
+	defer gen.Close()
+	var sink session.Sink = session.Discard{}
+	if !*asJSON {
+		sink = textWriter{stdout}
+	}
+	if err := gen.Run(ctx, sink); err != nil && err != session.ErrClientGone {
+		return err
+	}
+	res := gen.Results()[0]
+	t := gen.Timings()
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		return enc.Encode(res)
+		_, ids := gen.Prompt(0)
+		out := generateResult{PromptIDs: ids, IDs: []tokenizer.ID{}, Text: res.Text, Finish: string(res.Finish)}
+		for _, tok := range res.Tokens {
+			out.IDs = append(out.IDs, tok.ID)
+			if *topProbs > 0 {
+				step := make([]topProb, len(tok.Top))
+				for j, alt := range tok.Top {
+					step[j] = topProb{ID: alt.ID, P: math.Exp(float64(alt.Logprob))}
+				}
+				out.Top = append(out.Top, step)
+			}
+		}
+		return json.NewEncoder(stdout).Encode(out)
 	}
-	fmt.Fprintln(stdout, tail)
+	fmt.Fprintln(stdout)
+	promptTime, genTime := t.FirstToken.Sub(t.Started), t.Ended.Sub(t.FirstToken)
+	if t.FirstToken.IsZero() {
+		promptTime, genTime = t.Ended.Sub(t.Started), 0
+	}
+	// The first token is the prompt's: generation counts the rest.
 	fmt.Fprintf(stderr, "prompt: %d tokens in %.1f ms (%.1f tokens/s); generation: %d tokens in %.1f ms (%.1f tokens/s); %d threads\n",
-		len(promptIDs), ms(promptTime), rate(len(promptIDs), promptTime), len(res.IDs), ms(genTime), rate(len(res.IDs), genTime), b.Threads())
+		len(promptIDs), ms(promptTime), rate(len(promptIDs), promptTime), res.Generated, ms(genTime), rate(max(res.Generated-1, 0), genTime), b.Threads())
+	return nil
+}
+
+// textWriter streams a generation's text to w.
+type textWriter struct{ w io.Writer }
+
+func (tw textWriter) Send(evs []session.Event) error {
+	for _, e := range evs {
+		if e.Kind == session.EventText {
+			if _, err := io.WriteString(tw.w, e.Text); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

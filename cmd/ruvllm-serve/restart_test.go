@@ -70,7 +70,7 @@ func firstToken(t *testing.T, base string, prompt []int) (time.Duration, int) {
 // it and to a server with an empty store. It logs the cached share of the
 // prompt, both times to first token and the restore rate, over
 // RUVLLM_RESTART_RUNS runs (3 by default), alternating the two servers.
-// It needs RUVLLM_RESTART_MODEL, a model file (the README's figures: the
+// It needs RUVLLM_RESTART_MODEL, a model file (docs/performance.md's figures: the
 // tinyllama-1.1b shape in Q4_0), and runs the servers with RUVLLM_RESTART_ARGS
 // (default "--threads 2 --ctx 2048 --parallel 1"); time it when nothing else
 // runs on the machine.

@@ -90,6 +90,15 @@ type serveConfig struct {
 	keepAlive time.Duration
 	// route configures the router behind "model": "auto".
 	route routeFlags
+	// reasoningFormat is how thinking models' reasoning reaches clients
+	// (none, auto, deepseek); reasoningBudget 0 turns thinking off unless
+	// a request turns it on, -1 leaves it to the template.
+	reasoningFormat string
+	reasoningBudget int
+	// bodyTimeout is how long a request's body may take to arrive.
+	bodyTimeout time.Duration
+	// publicMetrics serves /metrics without the API key.
+	publicMetrics bool
 	// llama are llama-server's flags of its own routes and habits.
 	llama llamaFlags
 }
@@ -107,9 +116,6 @@ type llamaFlags struct {
 	slotSavePath string
 	anyModel     bool
 	publicModels bool
-	// reasoningBudget is -1 (thinking as the template and request have
-	// it) or 0 (off unless a request turns it on).
-	reasoningBudget int
 }
 
 // addLlamaFlags registers llama-server's flags, with its spellings.
@@ -139,7 +145,6 @@ func addLlamaFlags(fs *flagSet, lf *llamaFlags) {
 		return nil
 	})
 	fs.StringVar(&lf.slotSavePath, "slot-save-path", "", "directory where POST /slots/ID?action=save|restore writes and reads slots' KV caches (llama-server's; default: the actions are off)")
-	fs.IntVar(&lf.reasoningBudget, "reasoning-budget", -1, "llama-server's thinking budget: -1 leaves thinking to the template and the request, 0 turns it off unless a request turns it on (enable_thinking false; a think block the prompt opens is closed)")
 	fs.BoolVar(&lf.publicModels, "public-models", false, "serve the model listings (GET /v1/models, /models) without an API key, as llama-server does")
 	fs.BoolVar(&lf.anyModel, "accept-any-model", false, "serve any \"model\" name with the one model served (when it has no adapters) and repeat the name in responses, as llama-server does; without it an unknown name is a 404")
 }
@@ -221,6 +226,10 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
+	fs.BoolVar(&c.publicMetrics, "metrics-public", false, "serve /metrics without the API key (for a Prometheus on a private network; else give it the key)")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request's body may take to arrive (408 after it; an adapter upload gets ten times as long); a streamed response is not limited")
+	fs.StringVar(&c.reasoningFormat, "reasoning-format", "auto", "how thinking models' reasoning reaches clients: auto or deepseek (apart: reasoning_content, thinking blocks), none (left in the text)")
+	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
 	c.kv = addKVFlags(fs, defaultServeKV)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
@@ -291,6 +300,10 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+	case c.bodyTimeout <= 0:
+		return nil, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+	case c.reasoningBudget != 0 && c.reasoningBudget != -1:
+		return nil, fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
 	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
 		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
 	case c.maxLoaded < 0:
@@ -305,9 +318,6 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	}
 	if c.llama.nPredict < -1 {
 		return nil, fmt.Errorf("%w: --n-predict must be -1 (none) or more", errUsage)
-	}
-	if b := c.llama.reasoningBudget; b != -1 && b != 0 {
-		return nil, fmt.Errorf("%w: --reasoning-budget is -1 (unrestricted) or 0 (no thinking), as llama-server takes it", errUsage)
 	}
 	if d := c.llama.slotSavePath; d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -489,6 +499,10 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 			}
 		}()
 	}
+	reasoning, ok := session.ParseReasoningFormat(c.reasoningFormat)
+	if !ok {
+		return fmt.Errorf("%w: --reasoning-format %q is not one of none, auto, deepseek", errUsage, c.reasoningFormat)
+	}
 	srv := api.New(api.Options{
 		Version:        version,
 		APIKeys:        keys,
@@ -502,13 +516,16 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		Router:         router,
 		RouterName:     c.route.name,
 		RouteAdapters:  c.route.adapters,
+		Reasoning:      reasoning,
+		NoThinking:     c.reasoningBudget == 0,
+		BodyTimeout:    c.bodyTimeout,
+		PublicMetrics:  c.publicMetrics,
 		Sampling:       c.llama.sampling(),
 		MaxTokens:      max(c.llama.nPredict, 0),
 		AnyModelName:   c.llama.anyModel,
 		Slots:          c.llama.slots,
 		SlotSavePath:   c.llama.slotSavePath,
 		PublicModels:   c.llama.publicModels,
-		NoThinking:     c.llama.reasoningBudget == 0,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

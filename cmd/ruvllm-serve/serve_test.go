@@ -171,19 +171,18 @@ models:
 		{"stray argument", []string{"model.gguf"}, nil, "", "unexpected argument"},
 		{"llama-server defaults", nil, func(c *serveConfig) bool {
 			return c.llama.nPredict == -1 && c.llama.slots && c.llama.slotSavePath == "" && !c.llama.anyModel && !c.llama.publicModels &&
-				c.llama.reasoningBudget == -1 && c.llama.sampling() == nil
+				c.llama.sampling() == nil
 		}, "", ""},
 		{"llama-server flags", []string{"-n", "64", "--seed", "42", "--temp", "0.5", "--no-slots", "--slot-save-path", t.TempDir(),
-			"--accept-any-model", "--public-models", "--reasoning-budget", "0"}, func(c *serveConfig) bool {
+			"--accept-any-model", "--public-models"}, func(c *serveConfig) bool {
 			p := c.llama.sampling()
 			return c.llama.nPredict == 64 && !c.llama.slots && c.llama.slotSavePath != "" && c.llama.anyModel && c.llama.publicModels &&
-				c.llama.reasoningBudget == 0 && p != nil && *p.Seed == 42 && p.Temperature == 0.5 && p.TopK == 40
+				p != nil && *p.Seed == 42 && p.Temperature == 0.5 && p.TopK == 40
 		}, "", ""},
 		{"--slots after --no-slots", []string{"--no-slots", "--slots"}, func(c *serveConfig) bool { return c.llama.slots }, "", ""},
 		{"seed -1 is random", []string{"--seed", "-1"}, func(c *serveConfig) bool { return c.llama.sampling() == nil }, "", ""},
 		{"bad n-predict", []string{"--n-predict", "-2"}, nil, "", "--n-predict"},
 		{"bad temperature", []string{"--temp", "3"}, nil, "", "temperature"},
-		{"bad reasoning budget", []string{"--reasoning-budget", "100"}, nil, "", "--reasoning-budget"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -141,7 +141,7 @@ func openCalibrator(m *models.Model, nCtx, threads int) (calibrator, error) {
 
 // rotationKLWarning is the mean KL of a rotated model from the model above
 // which sparsify warns: what uniform thresholds at 0.25 cost stories260K
-// on the reference prompts (README), so that a rotation costing more is
+// on the reference prompts (docs/performance.md), so that a rotation costing more is
 // not worth its gain.
 const rotationKLWarning = 0.01
 

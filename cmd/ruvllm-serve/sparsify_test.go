@@ -138,7 +138,7 @@ func storiesCalibration(t *testing.T, stories, dir string) string {
 // TestSparseStoriesPerplexity calibrates stories260K on text it generates
 // (seeds other than the reference sample's) and checks that its ln
 // perplexity on the reference sample rises with the sparsity, slowly at
-// first: the measured curve is in README.md.
+// first: the measured curve is in docs/performance.md.
 func TestSparseStoriesPerplexity(t *testing.T) {
 	stories := shared.Path(t, "models", "stories260K.gguf")
 	sample := shared.Path(t, "reference", "stories-sample.txt")
@@ -231,7 +231,7 @@ func TestSparsifyRotate(t *testing.T) {
 
 // TestSparsifyRotateStories: stories260K rotated is the same model (logits
 // within 1e-5 of the largest), and at sparsity 0.4 the rotated file loses less
-// than the plain one (README: +15% against +27% of ln ppl).
+// than the plain one (docs/performance.md: +15% against +27% of ln ppl).
 func TestSparsifyRotateStories(t *testing.T) {
 	stories := shared.Path(t, "models", "stories260K.gguf")
 	sample := shared.Path(t, "reference", "stories-sample.txt")
