@@ -362,8 +362,9 @@ func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 
 // choiceLimit is the most tokens a choice of a prompt of promptLen tokens
 // generates: the request's limit, clamped to the context when it asks so;
-// without one, the context left and no more than the model was trained
-// on.
+// without one, the context left, and, for a prompt within the model's
+// trained context, no further than its end (llama-server's guard against
+// a generation that never ends).
 func (g *Generation) choiceLimit(promptLen, maxLen int) int {
 	req, m := g.req, g.model
 	if req.MaxTokens > 0 {
@@ -373,8 +374,8 @@ func (g *Generation) choiceLimit(promptLen, maxLen int) int {
 		return req.MaxTokens
 	}
 	limit := maxLen - promptLen
-	if t := m.TrainedContext; t > 0 && t < maxLen {
-		limit = max(min(limit, t-promptLen), 1)
+	if t := m.TrainedContext; t > promptLen && t < maxLen {
+		limit = t - promptLen
 	}
 	return limit
 }

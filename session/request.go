@@ -58,9 +58,9 @@ type Request struct {
 	// Sampling configures the sampler; start from Models.Sampling.
 	Sampling backends.Params
 	// MaxTokens caps the tokens each choice generates; 0 means the
-	// context left after the prompt, as llama-server does, and no more
-	// than the model's trained context (Model.TrainedContext) holds past
-	// the prompt. Start sets it to the limit in force: the server's
+	// context left after the prompt, as llama-server does, and for a
+	// prompt within the model's trained context (Model.TrainedContext) no
+	// further than its end. Start sets it to the limit in force: the server's
 	// (Options.MaxTokens) when it is lower or the request gives none.
 	MaxTokens int
 	// ClampMaxTokens makes MaxTokens a cap that stops at the end of the
