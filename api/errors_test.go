@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 	"github.com/ruvllm/ruvllm/session"
@@ -139,7 +140,12 @@ func TestErrors(t *testing.T) {
 				t.Errorf("content type %q", ct)
 			}
 			e := decode[wireError](t, b)
-			if e.Error.Message == "" || e.Error.Type != session.TypeInvalidRequest {
+			wantType := session.TypeInvalidRequest
+			if tc.code == session.CodeContextLength {
+				// llama-server's type; the code stays OpenAI's.
+				wantType = openai.TypeExceedContext
+			}
+			if e.Error.Message == "" || e.Error.Type != wantType {
 				t.Errorf("error %s", b)
 			}
 			if param := deref(e.Error.Param); param != tc.param {

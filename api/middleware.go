@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/llamacpp"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/session"
 )
@@ -149,6 +150,17 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		}
 		h := w.Header()
 		h.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" && llamaPath(r.URL.Path) {
+			// llama-server's own routes answer preflights as it does: the
+			// origin echoed, credentials allowed, any header.
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Set("Access-Control-Allow-Credentials", "true")
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "*")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		if any {
 			h.Set("Access-Control-Allow-Origin", "*")
 		} else {
@@ -166,6 +178,12 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// llamaPath reports whether path is one of llama-server's own routes
+// (api/llamacpp).
+func llamaPath(path string) bool {
+	return slices.Contains(llamacpp.Paths, path) || strings.HasPrefix(path, "/slots/")
 }
 
 // bodyDeadline gives the request's body BodyTimeout to arrive: reading it

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/api/anthropic"
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
+	"github.com/ruvllm/ruvllm/api/llamacpp"
 	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/api/responses"
@@ -90,6 +91,19 @@ type Options struct {
 	// Pull downloads models for ollama's POST /api/pull; nil turns the
 	// route off.
 	Pull ollama.PullFunc
+	// MaxTokens, when > 0, is the most tokens a choice generates, whatever
+	// its request asks (llama-server's --n-predict).
+	MaxTokens int
+	// AnyModelName serves any model name with the one model served (when
+	// it has no adapters) and repeats the name, as llama-server does.
+	AnyModelName bool
+	// Slots turns on llama-server's GET /slots; SlotSavePath, when set, is
+	// the directory of its slot actions (save, restore, erase).
+	Slots        bool
+	SlotSavePath string
+	// PublicModels serves the model listings (/v1/models, /models)
+	// without an API key, as llama-server does.
+	PublicModels bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -120,6 +134,7 @@ type Server struct {
 	responses *responses.API
 	ollama    *ollama.API
 	anthropic *anthropic.API
+	llama     *llamacpp.API
 }
 
 // New returns a Server with no model yet.
@@ -135,6 +150,7 @@ func New(o Options) *Server {
 	s.models = session.New(session.Options{
 		MaxN: o.MaxN, Sampling: o.Sampling, FeedbackWindow: o.FeedbackWindow, MaxLoaded: o.MaxLoaded, KeepAlive: o.KeepAlive,
 		Router: o.Router, RouterName: o.RouterName, RouteAdapters: o.RouteAdapters, Reasoning: o.Reasoning, NoThinking: o.NoThinking,
+		MaxTokens: o.MaxTokens, AnyModelName: o.AnyModelName,
 		OnModelLoad:   func() { s.metrics.modelLoads.Inc() },
 		OnModelUnload: func(why string) { s.metrics.modelUnloads.WithLabelValues(why).Inc() },
 		OnGeneration:  s.account,
@@ -150,6 +166,7 @@ func New(o Options) *Server {
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.anthropic = &anthropic.API{Models: s.models, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
+	s.llama = &llamacpp.API{Models: s.models, Version: o.Version, Slots: o.Slots, SlotSavePath: o.SlotSavePath, OnFailure: s.logFailure}
 	s.handler = s.routes()
 	return s
 }
@@ -190,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // protocols are the wire packages the server speaks.
 func (s *Server) protocols() []Protocol {
-	return []Protocol{s.openai, s.responses, s.anthropic, s.ollama}
+	return []Protocol{s.openai, s.responses, s.anthropic, s.ollama, s.llama}
 }
 
 func (s *Server) routes() http.Handler {
@@ -202,6 +219,14 @@ func (s *Server) routes() http.Handler {
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
 	if s.opt.PublicMetrics {
 		r.With(s.limitBody).Get("/metrics", s.metrics.serve)
+	}
+	if s.opt.PublicModels {
+		r.Group(func(r chi.Router) {
+			r.Use(s.limitBody, s.requireModel(openai.WriteError))
+			for _, prefix := range []string{"/v1", ""} {
+				r.Get(prefix+"/models", s.handle(s.listModels))
+			}
+		})
 	}
 	for _, p := range s.protocols() {
 		r.Group(func(r chi.Router) {
@@ -222,7 +247,9 @@ func (s *Server) routes() http.Handler {
 			r.Group(func(r chi.Router) {
 				r.Use(s.requireModel(openai.WriteError))
 				for _, prefix := range []string{"/v1", ""} {
-					r.Get(prefix+"/models", s.handle(s.listModels))
+					if !s.opt.PublicModels {
+						r.Get(prefix+"/models", s.handle(s.listModels))
+					}
 					r.Get(prefix+"/models/*", s.handle(s.getModel))
 				}
 				r.Post("/tokenize", s.handle(s.tokenize))

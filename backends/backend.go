@@ -2,6 +2,7 @@ package backends
 
 import (
 	"errors"
+	"io"
 
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
@@ -147,6 +148,23 @@ type AdapterSequence interface {
 	SetAdapter(a *lora.Adapter, scale float32) error
 	// Adapter is the sequence's adapter and scale; nil when it has none.
 	Adapter() (*lora.Adapter, float32)
+}
+
+// StateSequence is a Sequence whose tokens and cached keys and values can
+// be written out and read back, into it or another sequence of the same
+// backend, in this process or a later one (llama-server's slot save and
+// restore). It is optional: a caller type-asserts a Sequence to it. Like
+// the other methods of a sequence, its methods must not run concurrently
+// with Forward.
+type StateSequence interface {
+	Sequence
+	// SaveState writes the sequence's state to w and returns the bytes
+	// written; it changes nothing.
+	SaveState(w io.Writer) (int64, error)
+	// LoadState replaces what the sequence holds with a state SaveState
+	// wrote (running no adapter) and returns the tokens restored and the
+	// bytes read; on an error the sequence is left empty.
+	LoadState(r io.Reader) (tokens int, read int64, err error)
 }
 
 // Outputs says which tokens of a step produce outputs.

@@ -128,6 +128,23 @@ type Request struct {
 	// IgnoreEOS bans the end-of-generation tokens for the whole choice, so
 	// that it runs to MaxTokens (llama-server's and vLLM's ignore_eos).
 	IgnoreEOS bool
+	// Slot, when not nil, runs the request's choices in that slot (0 …
+	// Parallel-1), one after the other, as llama-server's id_slot asks;
+	// the request waits while the slot is busy, letting later requests
+	// take the other slots.
+	Slot *int
+	// NoCache prefills the whole prompt, whatever the slot or the prefix
+	// index holds of it (llama-server's cache_prompt false).
+	NoCache bool
+	// Progress asks for an event after each chunk of the prompt is
+	// prefilled (Event.Prefilled), as llama-server's return_progress:
+	// best effort, dropped when the consumer lags.
+	Progress bool
+	// PostSampling makes Token.Logprob and Top the distribution the
+	// sampler drew from (after top-k, top-p, min-p and the temperature;
+	// a greedy draw gives the chosen token all the mass) rather than the
+	// model's (llama-server's post_sampling_probs).
+	PostSampling bool
 }
 
 // Constraint limits what one choice may generate, a token at a time: a
@@ -171,6 +188,10 @@ type Event struct {
 	// context was done (its ctx.Err()), the engine closed (ErrClosed), or
 	// the backend failed.
 	Err error
+	// Prefilled, on a progress event (Request.Progress; no Token, Finish
+	// or Err), is how many prompt tokens the choice's sequence holds now,
+	// those reused (Stream.CachedTokens) included.
+	Prefilled int
 }
 
 // Stream is the output of a submitted request.
@@ -185,6 +206,9 @@ type Stream struct {
 	// prefix reuse skipped. The engine sets it when choice 0 starts, before
 	// any event of the stream is sent: read it after receiving from Events.
 	CachedTokens int
+	// Slot is the slot choice 0 runs in; like CachedTokens it is set
+	// before choice 0's first event.
+	Slot int
 	// PromptLogprobs, when Request.PromptLogprobs asked for them, holds the
 	// log-probability of each prompt token from the second on (entry i is
 	// prompt token i+1) under the raw model: log-softmax of its logits,
@@ -255,10 +279,14 @@ type Engine struct {
 	// Stats; changed only when a choice starts or ends.
 	adapterChoices map[string]int
 	closed         bool
-	wake           chan struct{} // capacity 1: something may have changed
-	done           chan struct{} // closed by Close
-	exited         chan struct{} // closed when the loop has returned
-	kvBytes        atomic.Int64
+	// slotInfo is what Slots reports of each slot, kept by start and
+	// finish; tasks are the slot tasks waiting for their slot.
+	slotInfo []SlotInfo
+	tasks    []*slotTask
+	wake     chan struct{} // capacity 1: something may have changed
+	done     chan struct{} // closed by Close
+	exited   chan struct{} // closed when the loop has returned
+	kvBytes  atomic.Int64
 	// runningKV is RunningKVBytes as the loop last summed it.
 	runningKV atomic.Int64
 	// kvMu guards kvStats, a copy of the pools' state for Stats (a value,
@@ -296,6 +324,7 @@ const (
 // slot is one sequence with its sampler and buffers, and the choice or
 // embedding it runs.
 type slot struct {
+	id      int // index in Engine.slots
 	seq     Sequence
 	sampler *Sampler
 	logits  []float32 // (vocab)
@@ -359,6 +388,12 @@ type request struct {
 	minTokens int
 	// constraint makes each choice's Constraint; nil for none.
 	constraint func() Constraint
+	// slot is the slot the choices must run in, -1 for any; noCache and
+	// postSampling are Request's NoCache and PostSampling.
+	slot         int
+	noCache      bool
+	postSampling bool
+	progress     bool
 
 	// Owned by the loop.
 	admitted   int // choices that have started (or ended while queued)
@@ -391,16 +426,17 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 		o.Batch = DefaultBatch
 	}
 	e := &Engine{
-		plain: NewSampler(Params{}, info.VocabSize),
-		b:     b,
-		info:  info,
-		opt:   o,
-		steps: make([]Step, 0, o.Parallel),
-		owner: make([]*slot, 0, o.Parallel),
-		slots: make([]slot, o.Parallel),
-		idle:  o.Parallel,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		plain:    NewSampler(Params{}, info.VocabSize),
+		b:        b,
+		info:     info,
+		opt:      o,
+		steps:    make([]Step, 0, o.Parallel),
+		owner:    make([]*slot, 0, o.Parallel),
+		slots:    make([]slot, o.Parallel),
+		slotInfo: make([]SlotInfo, o.Parallel),
+		idle:     o.Parallel,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
 	}
 	if o.IsEOG != nil {
 		for id := range tokenizer.ID(info.VocabSize) {
@@ -416,9 +452,10 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 			return nil, fmt.Errorf("backends: engine slot %d: %w", i, err)
 		}
 		s := &e.slots[i]
-		s.seq = seq
+		s.id, s.seq = i, seq
 		s.sampler = NewSampler(Params{}, info.VocabSize)
 		s.logits = make([]float32, info.VocabSize)
+		e.slotInfo[i] = SlotInfo{ID: i, MaxLen: seq.MaxLen()}
 	}
 	// The backend may cap MaxLen below what was asked.
 	e.opt.MaxLen = e.slots[0].seq.MaxLen()
@@ -503,19 +540,30 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	// Room for every token, or for maxEventBuffer of them, plus the final
 	// event of each choice, which the loop always keeps free.
 	buf := n + min(n*r.MaxTokens, maxEventBuffer)
+	if r.Progress {
+		// A progress event per chunk of a prompt prefilled alone.
+		buf += n * min((len(r.Prompt)+e.opt.Batch-1)/e.opt.Batch+1, maxEventBuffer)
+	}
 	req := &request{
-		ctx:        ctx,
-		prompt:     slices.Clone(r.Prompt),
-		maxTokens:  r.MaxTokens,
-		params:     r.Sampling,
-		n:          n,
-		top:        r.TopLogprobs,
-		events:     make(chan Event, buf),
-		unfinished: n,
-		adapter:    r.Adapter,
-		promptLP:   r.PromptLogprobs,
-		constraint: r.Constraint,
-		minTokens:  r.MinTokens,
+		ctx:          ctx,
+		prompt:       slices.Clone(r.Prompt),
+		maxTokens:    r.MaxTokens,
+		params:       r.Sampling,
+		n:            n,
+		top:          r.TopLogprobs,
+		events:       make(chan Event, buf),
+		unfinished:   n,
+		adapter:      r.Adapter,
+		promptLP:     r.PromptLogprobs,
+		constraint:   r.Constraint,
+		minTokens:    r.MinTokens,
+		slot:         -1,
+		noCache:      r.NoCache,
+		postSampling: r.PostSampling,
+		progress:     r.Progress,
+	}
+	if r.Slot != nil {
+		req.slot = *r.Slot
 	}
 	if r.IgnoreEOS {
 		req.minTokens = r.MaxTokens
@@ -547,6 +595,10 @@ func (e *Engine) shutdown() {
 		e.endQueued(r, ErrClosed)
 	}
 	e.queue = nil
+	for _, t := range e.tasks {
+		t.done <- ErrClosed
+	}
+	e.tasks = nil
 	e.mu.Unlock()
 	e.closeSequences()
 }

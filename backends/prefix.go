@@ -86,6 +86,9 @@ func (e *Engine) matchPrefix(s *slot) {
 		limit = 0
 		s.plp = s.plp[:0]
 	}
+	if s.req.noCache && !s.resume {
+		limit = 0
+	}
 	if e.opt.NoPrefixReuse {
 		s.seq.Reset()
 	} else {

@@ -25,6 +25,8 @@ func (e *Engine) validate(r *Request) error {
 		return fmt.Errorf("%w: adapter %q: this backend does not run LoRA adapters", ErrInvalidRequest, r.Adapter.Name)
 	case r.Adapter != nil && (math.IsNaN(float64(r.AdapterScale)) || math.IsInf(float64(r.AdapterScale), 0)):
 		return fmt.Errorf("%w: adapter scale %v is not finite", ErrInvalidRequest, r.AdapterScale)
+	case r.Slot != nil && (*r.Slot < 0 || *r.Slot >= e.opt.Parallel):
+		return fmt.Errorf("%w: slot %d is outside 0 … %d: %w", ErrInvalidRequest, *r.Slot, e.opt.Parallel-1, ErrNoSlot)
 	}
 	if len(r.Prompt) > e.opt.MaxLen || r.MaxTokens > e.opt.MaxLen-len(r.Prompt) {
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > %d, the context length",
@@ -106,15 +108,18 @@ func (e *Engine) admit() {
 	clear(e.queue[len(kept):])
 	e.queue = kept
 	failed := false
-	for len(e.queue) > 0 && e.idle > 0 {
-		r := e.queue[0]
-		s := e.pickSlot(r)
+	for e.idle > 0 {
+		i, s := e.nextAdmission()
+		if s == nil {
+			break
+		}
+		r := e.queue[i]
 		e.start(r, s)
 		failed = failed || s.failed != nil
 		e.idle--
 		if r.admitted == r.n {
 			// Shift rather than reslice, so that the array is reused.
-			n := copy(e.queue, e.queue[1:])
+			n := i + copy(e.queue[i:], e.queue[i+1:])
 			e.queue[n] = nil
 			e.queue = e.queue[:n]
 		}
@@ -133,6 +138,21 @@ func (e *Engine) admit() {
 	}
 }
 
+// nextAdmission is the queued request to start next, by its index in the
+// queue, and its slot: the first request whose slot, if it names one, is
+// free; s is nil when there is none. e.mu is held.
+func (e *Engine) nextAdmission() (i int, s *slot) {
+	for i, r := range e.queue {
+		if r.slot < 0 {
+			return i, e.pickSlot(r)
+		}
+		if s := &e.slots[r.slot]; s.state == slotFree {
+			return i, s
+		}
+	}
+	return -1, nil
+}
+
 // endQueued sends the final event of every choice of r that has not
 // started and, when none runs any more, closes its stream.
 func (e *Engine) endQueued(r *request, err error) {
@@ -147,6 +167,10 @@ func (e *Engine) start(r *request, s *slot) {
 	c := r.admitted
 	r.admitted++
 	s.req, s.choice, s.started = r, c, e.tick
+	if c == 0 && r.stream != nil {
+		// Written before the stream's first event, whose send publishes it.
+		r.stream.Slot = s.id
+	}
 	if r.adapter != nil {
 		if e.adapterChoices == nil {
 			e.adapterChoices = map[string]int{}
@@ -156,6 +180,14 @@ func (e *Engine) start(r *request, s *slot) {
 	s.prompt = append(s.prompt[:0], r.prompt...)
 	s.made = 0
 	e.prompt.Add(uint64(len(r.prompt)))
+	in := &e.slotInfo[s.id]
+	in.Processing, in.PromptTokens, in.MaxTokens = true, len(r.prompt), r.maxTokens
+	in.Params = r.params
+	in.Params.LogitBias = nil
+	if c > 0 && r.params.Seed != nil {
+		seed := *r.params.Seed + int64(c)
+		in.Params.Seed = &seed
+	}
 	// The adapter is set before the cached tokens are compared with the
 	// prompt: a different adapter or scale clears them.
 	if e.adapters {
@@ -180,7 +212,7 @@ func (e *Engine) start(r *request, s *slot) {
 	s.fed, s.match, s.resume = 0, true, false
 	// A prompt to score is computed in full: it neither shares nor leads.
 	s.leads, s.waitFor = !r.promptLP, nil
-	if l := e.leaderFor(s); l != nil && !r.promptLP {
+	if l := e.leaderFor(s); l != nil && !r.promptLP && !r.noCache {
 		s.state, s.leads, s.waitFor = slotShare, false, l
 	}
 	if r.promptLP && s.plogits == nil {

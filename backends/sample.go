@@ -875,3 +875,64 @@ func expNeg(x float32) float32 {
 	// k is in [-126, 0]: its bits plus the bias form the exponent of 2^k.
 	return float32(p * math.Float64frombits((kbits+1023)<<52))
 }
+
+// PostLogprobs is Logprobs of the distribution the sampler draws from
+// rather than the model's: the logits after bias and penalties, filtered
+// by top-k, top-p and min-p, at the temperature (llama-server's
+// post_sampling_probs). Tokens the filters drop are impossible (-Inf); a
+// greedy sampler gives the most likely token all the mass. The
+// alternatives are the most likely tokens of that distribution, at most as
+// many as it keeps, most likely first. Call it after Sample and before
+// Accept, as Logprobs.
+func (s *Sampler) PostLogprobs(logits []float32, id tokenizer.ID, n int, dst []TokenLogprob) (float32, []TokenLogprob) {
+	w := s.prepare(logits)
+	n = min(max(n, 0), MaxTopLogprobs, s.vocab)
+	negInf := float32(math.Inf(-1))
+	dst = dst[:0]
+	if s.greedy {
+		best := tokenizer.ID(argmax(w))
+		chosen := negInf
+		if id == best {
+			chosen = 0
+		}
+		if n > 0 {
+			dst = append(dst, TokenLogprob{ID: best, Logprob: 0})
+			for _, c := range s.topKOf(w, n) {
+				if c.id != best && len(dst) < n {
+					dst = append(dst, TokenLogprob{ID: c.id, Logprob: negInf})
+				}
+			}
+		}
+		return chosen, dst
+	}
+	c := s.filter(w)
+	if c == nil {
+		// Every token stays: the softmax of all the logits at the
+		// temperature.
+		c = s.topKOf(w, s.vocab)
+	}
+	slices.SortFunc(c, compareDesc)
+	m := c[0].logit
+	if math.IsInf(float64(m), 0) || m != m {
+		return negInf, dst
+	}
+	var sum float64
+	for _, x := range c {
+		sum += float64(expNeg((x.logit - m) * s.invTemp))
+	}
+	lse := math.Log(sum)
+	logprob := func(l float32) float32 {
+		return float32(min(float64((l-m)*s.invTemp)-lse, 0))
+	}
+	chosen := negInf
+	for _, x := range c {
+		if x.id == id {
+			chosen = logprob(x.logit)
+			break
+		}
+	}
+	for _, x := range c[:min(n, len(c))] {
+		dst = append(dst, TokenLogprob{ID: x.id, Logprob: logprob(x.logit)})
+	}
+	return chosen, dst
+}

@@ -18,6 +18,7 @@ func (e *Engine) run() {
 		}
 		e.tick++
 		e.reap()
+		e.runTasks()
 		e.admit()
 		if !e.step() {
 			e.wait()
@@ -251,6 +252,9 @@ func (e *Engine) after(s *slot, st *Step) {
 			return
 		}
 		s.fed += len(st.Tokens)
+		if s.req.progress && !s.resume {
+			s.req.sendProgress(s.choice, s.fed)
+		}
 		switch {
 		case s.resume:
 			if s.fed == len(s.prompt) {

@@ -34,7 +34,11 @@ func (e *Engine) sample(s *slot) {
 		if r.top > 0 {
 			top = make([]TokenLogprob, 0, r.top)
 		}
-		tok.Logprob, top = s.sampler.Logprobs(s.logits, id, r.top, top)
+		if r.postSampling {
+			tok.Logprob, top = s.sampler.PostLogprobs(s.logits, id, r.top, top)
+		} else {
+			tok.Logprob, top = s.sampler.Logprobs(s.logits, id, r.top, top)
+		}
 		if len(top) > 0 {
 			tok.Top = top
 		}
@@ -69,6 +73,8 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 	// read after the end does not count it.
 	e.mu.Lock()
 	e.idle++
+	e.slotInfo[s.id].Processing = false
+	e.slotInfo[s.id].Cached = s.seq.Len()
 	if r.adapter != nil {
 		if e.adapterChoices[r.adapter.Name]--; e.adapterChoices[r.adapter.Name] <= 0 {
 			delete(e.adapterChoices, r.adapter.Name)
@@ -89,6 +95,14 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 // the loop sends, so the room can only grow meanwhile.
 func (r *request) roomForToken() bool {
 	return cap(r.events)-len(r.events)-r.unfinished-r.reserved >= 1
+}
+
+// sendProgress sends a progress event when the stream has room for it
+// beside a token and the final events: progress is best effort.
+func (r *request) sendProgress(choice, prefilled int) {
+	if cap(r.events)-len(r.events)-r.unfinished-r.reserved >= 2 {
+		r.send(Event{Choice: choice, Prefilled: prefilled})
+	}
 }
 
 // send never blocks: roomForToken and the final events' reserve make room.

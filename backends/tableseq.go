@@ -2,6 +2,7 @@ package backends
 
 import (
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/ruvllm/ruvllm/kvcache"
@@ -161,4 +162,29 @@ func RunNamespace(a *lora.Adapter, scale float32, variant uint64) uint64 {
 	h ^= h >> 31
 	h *= 0xbf58476d1ce4e5b9
 	return h | 1
+}
+
+// SaveState implements StateSequence: the table's tokens, keys and values
+// (kvcache's state). A sequence running an adapter is refused: its keys
+// and values are the adapter's.
+func (s *TableSequence) SaveState(w io.Writer) (int64, error) {
+	switch {
+	case s.Table == nil:
+		return 0, ErrClosed
+	case s.adapter != nil:
+		return 0, fmt.Errorf("backends: the sequence runs the adapter %q; only the base model's cache is saved", s.adapter.Name)
+	}
+	return s.Table.WriteState(w)
+}
+
+// LoadState implements StateSequence; the sequence leaves its adapter
+// first, so that the keys and values read are the base model's.
+func (s *TableSequence) LoadState(r io.Reader) (int, int64, error) {
+	if s.Table == nil {
+		return 0, 0, ErrClosed
+	}
+	if err := s.UseAdapter(nil, 0); err != nil {
+		return 0, 0, err
+	}
+	return s.Table.ReadState(r)
 }

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -45,6 +46,9 @@ type choice struct {
 	tokens      int          // generated tokens received
 	finish      FinishReason // "" while running
 	stopSeq     string
+	// firstToken and ended are when the choice's first token came and
+	// when it finished.
+	firstToken, ended time.Time
 
 	// think splits reasoning from the answer; nil when the model does not
 	// think or the request keeps the text raw.
@@ -289,12 +293,15 @@ func (c *choice) logprobsOf(entries []tokenEntry) []TokenLogprob {
 // result is the choice's output as a whole.
 func (c *choice) result() Result {
 	r := Result{Index: c.index, Prompt: c.prompt, Text: c.text.String(), Content: c.content.String(), Reasoning: c.reasoning.String(),
-		Calls: c.calls, Tokens: c.entries, Generated: c.tokens, Finish: c.finish, StopSequence: c.stopSeq}
+		Calls: c.calls, Tokens: c.entries, Generated: c.tokens, Finish: c.finish, StopSequence: c.stopSeq,
+		FirstToken: c.firstToken, Ended: c.ended}
 	if c.trimContent {
 		r.Content = strings.TrimSpace(r.Content)
 	}
 	if c.stream != nil {
 		r.PromptLogprobs = c.stream.PromptLogprobs
+		r.CachedTokens = c.stream.CachedTokens
+		r.Slot = c.stream.Slot
 	}
 	return r
 }

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"time"
+
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -24,7 +26,18 @@ const (
 	EventLogprobs
 	// EventFinish ends the choice: Finish says why.
 	EventFinish
+	// EventProgress tells how far the choice's prompt is processed
+	// (Request.Progress): Progress.
+	EventProgress
 )
+
+// Progress is how far a prompt is processed: of its Total tokens, Cache
+// were reused and Processed are in the cache now (those included).
+type Progress struct {
+	Total, Cache, Processed int
+	// Elapsed is the time since the prompt was submitted.
+	Elapsed time.Duration
+}
 
 // FinishReason is why a choice ended.
 type FinishReason string
@@ -60,6 +73,8 @@ type Event struct {
 	// Finish and, for FinishStopSequence, StopSequence, on EventFinish.
 	Finish       FinishReason
 	StopSequence string
+	// Progress is set on EventProgress.
+	Progress Progress
 }
 
 // TokenLogprob is a generated token with its log-probability and, when
@@ -131,6 +146,13 @@ type Result struct {
 	// PromptLogprobs are the prompt's tokens' logprobs, when asked (entry
 	// i is prompt token i+1's).
 	PromptLogprobs []backends.Token
+	// CachedTokens are the tokens of the choice's prompt whose prefill
+	// prefix reuse skipped; Slot is the engine slot it ran in.
+	CachedTokens int
+	Slot         int
+	// FirstToken is when the choice's first token came (zero when none
+	// did), Ended when it finished.
+	FirstToken, Ended time.Time
 }
 
 // Call is a tool call.

@@ -142,6 +142,9 @@ func (g *Generation) start(ctx context.Context) error {
 		return Invalid("route_cost_weight", CodeInvalidValue, "route_cost_weight applies to the router: set model to %s", Quote(ms.RouterName()))
 	}
 	g.model, g.route, g.modelID = t.Model, t.route, t.Model.ID
+	if t.anyName {
+		g.modelID = t.Name
+	}
 	m := t.Model
 	if req.Messages != nil && m.Chat == nil {
 		return Unsupported(n.Model, "the model %s has no chat template; send a text prompt", Quote(m.ID))
@@ -372,35 +375,45 @@ func (ms *Models) checkSampling(req *Request, m *Model) error {
 	return nil
 }
 
-// maxTokens is the request's token cap for a prompt of promptLen tokens;
-// 0 means the context left. With FitMaxTokens a cap past the context is
-// the context left.
-func (g *Generation) maxTokens(promptLen, maxLen int) int {
-	mt := g.req.MaxTokens
-	if g.req.FitMaxTokens && mt > maxLen-promptLen {
-		return 0
-	}
-	return mt
-}
-
 // contextCheck refuses a prompt that leaves no room, or not the room asked
 // for, in the context.
 func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 	n := g.req.names()
+	var e *Error
 	if promptLen >= maxLen {
-		e := Invalid(g.req.promptParam(), CodeContextLength,
+		e = Invalid(g.req.promptParam(), CodeContextLength,
 			"this model's maximum context length is %d tokens, and the prompt has %d tokens, leaving no room for a completion", maxLen, promptLen)
 		e.Context = &ContextLimit{Prompt: promptLen, Context: maxLen}
-		return e
-	}
-	if maxTokens > 0 && promptLen+maxTokens > maxLen {
-		e := Invalid(n.MaxTokens, CodeContextLength,
+	} else if maxTokens > 0 && promptLen+maxTokens > maxLen && !g.req.FitMaxTokens {
+		e = Invalid(n.MaxTokens, CodeContextLength,
 			"this model's maximum context length is %d tokens; you requested %d tokens (%d in the prompt, %d for the completion)",
 			maxLen, promptLen+maxTokens, promptLen, maxTokens)
 		e.Context = &ContextLimit{Prompt: promptLen, MaxTokens: maxTokens, Context: maxLen}
+	}
+	if e != nil {
 		return e
 	}
 	return nil
+}
+
+// choiceLimit is the most tokens a choice of a prompt of promptLen tokens
+// generates: the request's limit, clamped to the context when it asks so;
+// without one, the context left, and, for a prompt within the model's
+// trained context, no further than its end (llama-server's guard against
+// a generation that never ends).
+func (g *Generation) choiceLimit(promptLen, maxLen int) int {
+	req, m := g.req, g.model
+	if req.MaxTokens > 0 {
+		if req.FitMaxTokens {
+			return max(min(req.MaxTokens, maxLen-promptLen), 1)
+		}
+		return req.MaxTokens
+	}
+	limit := maxLen - promptLen
+	if t := m.TrainedContext; t > promptLen && t < maxLen {
+		limit = t - promptLen
+	}
+	return limit
 }
 
 // submit checks the prompts against the context and submits one engine
@@ -409,6 +422,9 @@ func (g *Generation) contextCheck(promptLen, maxTokens, maxLen int) error {
 func (g *Generation) submit(ctx context.Context, constraint func() backends.Constraint, dopt tokenizer.DecodeOptions, tu *toolUse, think bool) error {
 	req, m := g.req, g.model
 	maxLen := m.Engine.MaxLen()
+	if c := g.ms.opt.MaxTokens; c > 0 && (req.MaxTokens == 0 || req.MaxTokens > c) && !req.ScoreOnly {
+		req.MaxTokens = c
+	}
 	for _, p := range g.prompts {
 		if len(p.ids) == 0 {
 			return Invalid(req.promptParam(), CodeInvalidValue, "the prompt is empty")
@@ -421,13 +437,13 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 			}
 			continue
 		}
-		if err := g.contextCheck(len(p.ids), g.maxTokens(len(p.ids), maxLen), maxLen); err != nil {
+		if err := g.contextCheck(len(p.ids), g.choiceLimit(len(p.ids), maxLen), maxLen); err != nil {
 			return err
 		}
 		if g.output != nil {
 			// An output the budget cannot hold is refused before any of it
 			// is generated, rather than cut off unfinished.
-			budget := g.maxTokens(len(p.ids), maxLen)
+			budget := g.choiceLimit(len(p.ids), maxLen)
 			if budget == 0 {
 				budget = maxLen - len(p.ids)
 			}
@@ -451,9 +467,9 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 		callPrefix = req.CallIDPrefix
 	}
 	for pi, p := range g.prompts {
-		maxTokens := g.maxTokens(len(p.ids), maxLen)
-		if maxTokens == 0 && !req.ScoreOnly {
-			maxTokens = maxLen - len(p.ids)
+		maxTokens := req.MaxTokens
+		if !req.ScoreOnly {
+			maxTokens = g.choiceLimit(len(p.ids), maxLen)
 		}
 		for j := range req.N {
 			sp := req.Sampling
@@ -466,7 +482,8 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 			cctx, cancel := context.WithCancel(ctx)
 			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top,
 				Adapter: adapter, AdapterScale: scale, PromptLogprobs: req.PromptLogprobs, Constraint: constraint,
-				MinTokens: req.MinTokens, IgnoreEOS: req.IgnoreEOS})
+				MinTokens: req.MinTokens, IgnoreEOS: req.IgnoreEOS, Slot: req.Slot, NoCache: req.NoCache, PostSampling: req.PostSampling,
+				Progress: req.Progress})
 			if err != nil {
 				cancel()
 				if errors.Is(err, backends.ErrContextLength) {
@@ -570,9 +587,19 @@ func (g *Generation) run(ctx context.Context, sink Sink) error {
 				Message: fmt.Sprintf("generation of choice %d ended without a finish reason", c.index)}
 		}
 		ev := ce.ev
+		if ev.Prefilled > 0 {
+			p := Progress{Total: len(g.prompts[c.prompt].ids), Cache: c.stream.CachedTokens, Processed: ev.Prefilled, Elapsed: time.Since(g.started)}
+			if err := send([]Event{{Choice: c.index, Kind: EventProgress, Progress: p}}); err != nil {
+				return err
+			}
+			continue
+		}
 		if ev.Token != nil {
 			if g.firstToken.IsZero() {
 				g.firstToken = ce.at
+			}
+			if c.firstToken.IsZero() {
+				c.firstToken = time.Now()
 			}
 			text, entries, stopped := c.addToken(ev.Token)
 			if stopped {
@@ -630,6 +657,7 @@ func (g *Generation) finish(c *choice, text string, entries []tokenEntry, reason
 		c.stopSeq = ""
 	}
 	c.finish = reason
+	c.ended = time.Now()
 	return append(evs, Event{Choice: c.index, Kind: EventFinish, Finish: reason, StopSequence: c.stopSeq})
 }
 

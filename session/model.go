@@ -71,6 +71,12 @@ type Model struct {
 	// MaxLen is the context a model on demand will have, which listings
 	// report before its first load.
 	MaxLen int
+	// Path is the model's file, for the routes that show it (llama-server's
+	// /props) and to tell its saved slots apart; "" when unknown.
+	Path string
+	// TrainedContext is the context the model was trained with; a choice
+	// without a token limit stops there (0: unknown, the context only).
+	TrainedContext int
 	// Adapters are the LoRA adapters of the model, which requests name as
 	// "ID:ADAPTER" or "ADAPTER"; nil turns adapters off. The registry's
 	// BaseModel should be ID.

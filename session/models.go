@@ -31,6 +31,10 @@ type Options struct {
 	// MaxN caps a request's choices (n, times the prompts of a text
 	// completion); 0 means DefaultMaxN.
 	MaxN int
+	// MaxTokens, when > 0, is the most tokens a choice generates whatever
+	// its request asks (llama-server's --n-predict): the limit of requests
+	// that give none, and the cap of those that give more.
+	MaxTokens int
 	// Sampling holds the sampling settings used for the fields a request
 	// leaves out; nil means backends.DefaultParams() (llama-server's).
 	Sampling *backends.Params
@@ -54,6 +58,11 @@ type Options struct {
 	RouterName string
 	// RouteAdapters lets the router choose the models' adapters too.
 	RouteAdapters bool
+	// AnyModelName serves any model name a request gives with the one
+	// model served, when it is one without adapters, and repeats the name
+	// in responses, as llama-server does; otherwise a name that is not
+	// served is a 404.
+	AnyModelName bool
 	// Reasoning is how the reasoning of thinking models reaches clients
 	// when a request does not say: ReasoningAuto (the zero value) and
 	// ReasoningDeepSeek separate it, ReasoningNone leaves it in the text.
@@ -108,6 +117,10 @@ func New(o Options) *Models {
 // Sampling is the sampling a request starts from: the server's defaults,
 // which its fields then override.
 func (ms *Models) Sampling() backends.Params { return ms.sampling }
+
+// MaxTokens is the server's limit of tokens per choice (Options.MaxTokens),
+// 0 for none.
+func (ms *Models) MaxTokens() int { return ms.opt.MaxTokens }
 
 // MaxN is the most choices one request may ask for.
 func (ms *Models) MaxN() int { return ms.opt.MaxN }
@@ -218,6 +231,9 @@ type Target struct {
 	// route is the router's decision when the request named the router;
 	// nil otherwise.
 	route *routing
+	// anyName is set when Name is no name of the model's, which serves it
+	// under Options.AnyModelName: responses repeat Name.
+	anyName bool
 }
 
 // RouterName is the model name that asks for the router; "" when the
@@ -264,6 +280,9 @@ func (ms *Models) Resolve(name, param string) (Target, error) {
 	found := set.findAdapter(name)
 	switch len(found) {
 	case 0:
+		if ms.opt.AnyModelName && len(set.list) == 1 && set.list[0].Adapters == nil {
+			return Target{Model: set.list[0], Name: name, anyName: true}, nil
+		}
 		return Target{}, set.notFound(name, param)
 	case 1:
 		return found[0], nil

@@ -67,7 +67,10 @@ type Request struct {
 	// Sampling configures the sampler; start from Models.Sampling.
 	Sampling backends.Params
 	// MaxTokens caps the tokens each choice generates; 0 means the
-	// context left after the prompt, as llama-server does.
+	// context left after the prompt, as llama-server does, and for a
+	// prompt within the model's trained context (Model.TrainedContext) no
+	// further than its end. Start sets it to the limit in force: the server's
+	// (Options.MaxTokens) when it is lower or the request gives none.
 	MaxTokens int
 	// FitMaxTokens caps MaxTokens at what the context leaves after the
 	// prompt instead of refusing a request whose prompt and MaxTokens
@@ -95,6 +98,18 @@ type Request struct {
 	// PromptLogprobs scores the prompt's tokens too (echo with logprobs);
 	// ScoreOnly generates nothing (max_tokens 0).
 	PromptLogprobs, ScoreOnly bool
+	// Slot, when not nil, runs the generation in that slot of the
+	// model's engine (llama-server's id_slot); NoCache prefills the whole
+	// prompt, reusing nothing cached (cache_prompt false).
+	Slot    *int
+	NoCache bool
+	// Progress sends an EventProgress after each chunk of a prompt is
+	// processed (llama-server's return_progress), best effort.
+	Progress bool
+	// PostSampling makes the logprobs those of the distribution each
+	// token was drawn from, after the sampler's filters and temperature
+	// (llama-server's post_sampling_probs).
+	PostSampling bool
 	// LoRAScale, when set, multiplies the adapter's updates (0 is the base
 	// model exactly); it needs an adapter.
 	LoRAScale *float32

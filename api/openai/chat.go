@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -333,6 +334,8 @@ func FinishReason(r session.FinishReason) string {
 func (chatFormat) response(h responseHead, gen *session.Generation, logprobs bool) any {
 	u := gen.Usage()
 	resp := chatCompletion{ID: h.id, Object: "chat.completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: usageOf(u)}
+	t := gen.Throughput(time.Now()).TimingsJSON()
+	resp.Timings = &t
 	results := gen.Results()
 	resp.Choices = make([]chatChoice, len(results))
 	for _, res := range results {
@@ -359,8 +362,8 @@ func (chatFormat) response(h responseHead, gen *session.Generation, logprobs boo
 	return resp
 }
 
-func (chatFormat) stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, includeUsage bool, _ *tokenizer.Tokenizer) streamWriter {
-	return &chatStream{chunks: newChunks[chatChunkChoice](st, h, "chat.completion.chunk", includeUsage), gen: gen}
+func (chatFormat) stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, opt streamOptions, _ *tokenizer.Tokenizer) streamWriter {
+	return &chatStream{chunks: newChunks[chatChunkChoice](st, h, "chat.completion.chunk", gen, opt), gen: gen}
 }
 
 // chatStream writes a chat completion's events as chunks: one chunk per
@@ -373,12 +376,11 @@ type chatStream struct {
 
 type chatChoiceChunk = chatChunkChoice
 
-// begin gives every choice the assistant role and empty content first, as
-// OpenAI does.
+// begin gives every choice the assistant role first, with null content
+// (as llama-server; OpenAI sends ""): a content delta is never empty.
 func (cs *chatStream) begin() error {
-	empty := ""
 	for i := range cs.gen.Choices() {
-		if err := cs.chunks.send(chatChunkChoice{Index: i, Delta: chatDelta{Role: "assistant", Content: &empty}}); err != nil {
+		if err := cs.chunks.send(chatChunkChoice{Index: i, Delta: chatDelta{Role: "assistant", NullContent: true}}); err != nil {
 			return err
 		}
 	}
@@ -386,6 +388,9 @@ func (cs *chatStream) begin() error {
 }
 
 func (cs *chatStream) Send(evs []session.Event) error {
+	if evs[0].Kind == session.EventProgress {
+		return cs.chunks.sendProgress(chatChunkChoice{Index: evs[0].Choice}, evs[0].Progress)
+	}
 	ch := chatChunkChoice{Index: evs[0].Choice}
 	var content, reasoning strings.Builder
 	var hasContent, hasReasoning, any bool
@@ -429,13 +434,13 @@ func (cs *chatStream) Send(evs []session.Event) error {
 		ch.Delta.ReasoningContent = &s
 	}
 	if any && (hasContent || hasReasoning || len(ch.Delta.ToolCalls) > 0 || ch.Logprobs != nil) {
-		if err := cs.chunks.send(ch); err != nil {
+		if err := cs.chunks.sendContent(ch); err != nil {
 			return err
 		}
 	}
 	if finish != nil {
 		reason := FinishReason(finish.Finish)
-		return cs.chunks.send(chatChunkChoice{Index: finish.Choice, FinishReason: &reason})
+		return cs.chunks.sendFinish(chatChunkChoice{Index: finish.Choice, FinishReason: &reason})
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
@@ -194,6 +195,8 @@ func legacyLogprobs(text string, tokens []session.TokenLogprob, o *offsets) *tex
 func (cf *completionFormat) response(h responseHead, gen *session.Generation, _ bool) any {
 	u := usageOf(gen.Usage())
 	resp := textCompletion{ID: h.id, Object: "text_completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
+	t := gen.Throughput(time.Now()).TimingsJSON()
+	resp.Timings = &t
 	results := gen.Results()
 	resp.Choices = make([]textChoice, len(results))
 	for _, res := range results {
@@ -214,8 +217,8 @@ func (cf *completionFormat) response(h responseHead, gen *session.Generation, _ 
 	return resp
 }
 
-func (cf *completionFormat) stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, includeUsage bool, _ *tokenizer.Tokenizer) streamWriter {
-	ts := &textStream{chunks: newChunks[textChoice](st, h, "text_completion", includeUsage), f: cf, gen: gen}
+func (cf *completionFormat) stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, opt streamOptions, _ *tokenizer.Tokenizer) streamWriter {
+	ts := &textStream{chunks: newChunks[textChoice](st, h, "text_completion", gen, opt), f: cf, gen: gen}
 	ts.texts = make([]string, gen.Choices())
 	ts.offsets = make([]offsets, gen.Choices())
 	return ts
@@ -248,6 +251,9 @@ func (ts *textStream) begin() error {
 
 func (ts *textStream) Send(evs []session.Event) error {
 	i := evs[0].Choice
+	if evs[0].Kind == session.EventProgress {
+		return ts.chunks.sendProgress(textChoice{Index: i}, evs[0].Progress)
+	}
 	var text string
 	var tokens []session.TokenLogprob
 	var finish *session.Event
@@ -267,13 +273,13 @@ func (ts *textStream) Send(evs []session.Event) error {
 		if ts.f.logprobs >= 0 {
 			ch.Logprobs = legacyLogprobs(ts.texts[i], tokens, &ts.offsets[i])
 		}
-		if err := ts.chunks.send(ch); err != nil {
+		if err := ts.chunks.sendContent(ch); err != nil {
 			return err
 		}
 	}
 	if finish != nil {
 		reason := FinishReason(finish.Finish)
-		return ts.chunks.send(textChoice{Index: i, FinishReason: &reason})
+		return ts.chunks.sendFinish(textChoice{Index: i, FinishReason: &reason})
 	}
 	return nil
 }

@@ -18,12 +18,28 @@ type errorObject struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
+	// NPromptTokens and NCtx are llama-server's members of a prompt that
+	// does not fit the context.
+	NPromptTokens int `json:"n_prompt_tokens,omitempty"`
+	NCtx          int `json:"n_ctx,omitempty"`
 }
+
+// TypeExceedContext is the type of the error of a prompt (and the tokens
+// asked for) that does not fit the context, as llama-server names it;
+// the code stays OpenAI's context_length_exceeded, which clients test.
+// The SDKs tell errors apart by their status, not their type.
+const TypeExceedContext = "exceed_context_size_error"
 
 // ErrorBody is e in OpenAI's shape, for a stream that reports it as an
 // event.
 func ErrorBody(e *session.Error) any {
 	b := errorBody{Error: errorObject{Message: e.Message, Type: e.Type}}
+	if e.Code == session.CodeContextLength {
+		b.Error.Type = TypeExceedContext
+		if c := e.Context; c != nil {
+			b.Error.NPromptTokens, b.Error.NCtx = c.Prompt, c.Context
+		}
+	}
 	if e.Param != "" {
 		b.Error.Param = &e.Param
 	}

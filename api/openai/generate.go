@@ -14,7 +14,13 @@ import (
 // object, and the stream.
 type format interface {
 	response(h responseHead, gen *session.Generation, logprobs bool) any
-	stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, includeUsage bool, t *tokenizer.Tokenizer) streamWriter
+	stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, opt streamOptions, t *tokenizer.Tokenizer) streamWriter
+}
+
+// streamOptions are what a request asks of its stream: the usage chunk,
+// and timings on every content chunk (llama-server's timings_per_token).
+type streamOptions struct {
+	includeUsage, perToken bool
 }
 
 // streamWriter writes a streaming response: a session.Sink, with what goes
@@ -55,7 +61,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, g *genRequest, f 
 		return nil
 	}
 	st := jsonhttp.NewSSE(w)
-	sw := f.stream(st, h, gen, g.includeUsage, gen.Tokenizer())
+	sw := f.stream(st, h, gen, streamOptions{includeUsage: g.includeUsage, perToken: g.perToken}, gen.Tokenizer())
 	if err := sw.begin(); err != nil {
 		return nil // the client is gone: no one to tell
 	}
@@ -88,11 +94,15 @@ type chunks[C any] struct {
 	head      responseHead
 	object    string
 	usageNull any
+	gen       *session.Generation
+	opt       streamOptions
+	// finished counts the choices whose finish chunk is sent.
+	finished int
 }
 
-func newChunks[C any](st *jsonhttp.Stream, h responseHead, object string, includeUsage bool) *chunks[C] {
-	c := &chunks[C]{st: st, head: h, object: object}
-	if includeUsage {
+func newChunks[C any](st *jsonhttp.Stream, h responseHead, object string, gen *session.Generation, opt streamOptions) *chunks[C] {
+	c := &chunks[C]{st: st, head: h, object: object, gen: gen, opt: opt}
+	if opt.includeUsage {
 		// OpenAI sends "usage": null on every chunk before the last.
 		c.usageNull = json.RawMessage("null")
 	}
@@ -104,12 +114,49 @@ func (c *chunks[C]) chunk(choices []C) streamChunk[C] {
 		SystemFingerprint: c.head.fingerprint, Choices: choices, Usage: c.usageNull}
 }
 
+// timings are the generation's timings so far.
+func (c *chunks[C]) timings() *session.TimingsJSON {
+	t := c.gen.Throughput(time.Now()).TimingsJSON()
+	return &t
+}
+
+// send sends a chunk of ch that opens the stream (no timings).
 func (c *chunks[C]) send(ch C) error { return c.st.Send(c.chunk([]C{ch})) }
+
+// sendContent sends a chunk of generated content, with the timings so far
+// when the request asked for them on every token.
+func (c *chunks[C]) sendContent(ch C) error {
+	k := c.chunk([]C{ch})
+	if c.opt.perToken {
+		k.Timings = c.timings()
+	}
+	return c.st.Send(k)
+}
+
+// sendProgress sends a progress chunk of ch: no content, the prompt's
+// progress beside it.
+func (c *chunks[C]) sendProgress(ch C, p session.Progress) error {
+	k := c.chunk([]C{ch})
+	k.PromptProgress = ProgressOf(p)
+	return c.st.Send(k)
+}
+
+// sendFinish sends a choice's finish chunk; the last one carries the
+// timings when no usage chunk follows.
+func (c *chunks[C]) sendFinish(ch C) error {
+	c.finished++
+	k := c.chunk([]C{ch})
+	if c.opt.perToken || !c.opt.includeUsage && c.finished == c.gen.Choices() {
+		k.Timings = c.timings()
+	}
+	return c.st.Send(k)
+}
 
 func (c *chunks[C]) end(u *usage) error {
 	if u != nil {
 		ch := c.chunk([]C{})
 		ch.Usage = u
+		ch.Timings = c.timings()
 		if err := c.st.Send(ch); err != nil {
 			return err
 		}

@@ -25,15 +25,16 @@ type API struct {
 // WriteError writes an error in OpenAI's shape.
 func (a *API) WriteError(w http.ResponseWriter, e *session.Error) { WriteError(w, e) }
 
-// Routes registers the routes, each also without /v1 as llama-server
-// serves them.
+// Routes registers the routes, chat completions and embeddings also
+// without /v1 as llama-server serves them; /completions without /v1 is
+// llama-server's native completion (api/llamacpp), not OpenAI's.
 func (a *API) Routes(r chi.Router) {
 	h := func(f func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 		return jsonhttp.Handler(f, WriteError, a.OnFailure)
 	}
 	for _, prefix := range []string{"/v1", ""} {
 		r.Post(prefix+"/chat/completions", h(a.chatCompletions))
-		r.Post(prefix+"/completions", h(a.completions))
 		r.Post(prefix+"/embeddings", h(a.embeddings))
 	}
+	r.Post("/v1/completions", h(a.completions))
 }

@@ -24,6 +24,9 @@ type genRequest struct {
 	req          session.Request
 	stream       bool
 	includeUsage bool
+	// perToken is llama-server's timings_per_token: timings on every
+	// chunk.
+	perToken bool
 }
 
 // parseGen reads the fields chat and text completions share. maxTokenFields
@@ -106,6 +109,15 @@ func parseGen(f *jsonhttp.Fields, ms *session.Models, maxTokenFields ...string) 
 		}
 		req.RouteCostWeight = &w
 	}
+	if g.perToken, _, err = f.Bool("timings_per_token"); err != nil {
+		return nil, err
+	}
+	// llama-server's return_progress: prompt progress chunks, in a stream.
+	if p, _, err := f.Bool("return_progress"); err != nil {
+		return nil, err
+	} else {
+		req.Progress = p && g.stream
+	}
 	if err := parseExtras(f, req); err != nil {
 		return nil, err
 	}
@@ -161,7 +173,7 @@ func parseExtras(f *jsonhttp.Fields, req *session.Request) error {
 // spaces_between_special_tokens (vLLM: how special tokens are spaced when
 // written), and guided_decoding_backend / guided_whitespace_pattern (vLLM's
 // choice of grammar engine).
-var ignored = []string{"cache_prompt", "id_slot", "n_keep", "t_max_predict_ms", "timings_per_token", "return_tokens",
+var ignored = []string{"cache_prompt", "id_slot", "n_keep", "t_max_predict_ms", "return_tokens",
 	"spaces_between_special_tokens", "guided_decoding_backend", "guided_whitespace_pattern", "n_indent", "n_cmpl"}
 
 // ParseSampling reads the sampling fields into p, which holds the server's
@@ -171,6 +183,15 @@ var ignored = []string{"cache_prompt", "id_slot", "n_keep", "t_max_predict_ms", 
 // samplers this server does not have are accepted at their neutral values
 // (typical_p 1, mirostat 0, ...) and refused otherwise.
 func ParseSampling(f *jsonhttp.Fields, p *backends.Params) error {
+	return ParseSamplingTokens(f, p, nil)
+}
+
+// ParseSamplingTokens is ParseSampling where logit_bias may also name
+// tokens by text, as llama-server's routes take it: a key (or a pair's
+// first element) that is a string and not a number is encoded with
+// tokenize, and each of its tokens gets the bias. A nil tokenize refuses
+// such keys.
+func ParseSamplingTokens(f *jsonhttp.Fields, p *backends.Params, tokenize func(string) []tokenizer.ID) error {
 	type bound struct {
 		name           string
 		dst            *float32
@@ -259,7 +280,7 @@ func ParseSampling(f *jsonhttp.Fields, p *backends.Params) error {
 		"dry_penalty_last_n", "dry_sequence_breakers", "penalize_nl", "samplers", "min_keep")
 
 	if lb, ok := f.Raw("logit_bias"); ok {
-		bias, err := parseLogitBias(lb)
+		bias, err := parseLogitBias(lb, tokenize)
 		if err != nil {
 			return err
 		}
@@ -276,8 +297,9 @@ func ParseSampling(f *jsonhttp.Fields, p *backends.Params) error {
 }
 
 // parseLogitBias reads logit_bias: OpenAI's {"id": bias}, or
-// llama-server's [[id, bias], ...] (a bias of false bans the token).
-func parseLogitBias(v json.RawMessage) (map[tokenizer.ID]float32, error) {
+// llama-server's [[id, bias], ...] (a bias of false bans the token); with
+// tokenize, ids may also be given as text (see ParseSamplingTokens).
+func parseLogitBias(v json.RawMessage, tokenize func(string) []tokenizer.ID) (map[tokenizer.ID]float32, error) {
 	bias := map[tokenizer.ID]float32{}
 	add := func(key string, id int64, b float64) error {
 		if id < 0 || id > math.MaxInt32 {
@@ -289,6 +311,14 @@ func parseLogitBias(v json.RawMessage) (map[tokenizer.ID]float32, error) {
 		bias[tokenizer.ID(id)] = float32(b)
 		return nil
 	}
+	addText := func(text string, b float64) error {
+		for _, id := range tokenize(text) {
+			if err := add(text, int64(id), b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if pairs, ok := jsonhttp.ParseArray(v); ok {
 		if len(pairs) > maxLogitBias {
 			return nil, session.Invalid("logit_bias", session.CodeInvalidValue, "logit_bias holds %d entries; at most %d are allowed", len(pairs), maxLogitBias)
@@ -296,23 +326,34 @@ func parseLogitBias(v json.RawMessage) (map[tokenizer.ID]float32, error) {
 		for i, pr := range pairs {
 			pair, ok := jsonhttp.ParseArray(pr)
 			var id int64
+			var text string
+			isText := false
 			if ok && len(pair) == 2 {
-				id, ok = jsonhttp.ParseInteger(pair[0])
+				if id, ok = jsonhttp.ParseInteger(pair[0]); !ok && tokenize != nil && json.Unmarshal(pair[0], &text) == nil {
+					ok, isText = true, true
+				}
 			}
 			if !ok || len(pair) != 2 {
-				return nil, session.Invalid("logit_bias", session.CodeInvalidType, "logit_bias[%d] must be a [token id, bias] pair", i)
-			}
-			if string(pair[1]) == "false" {
-				if err := add(strconv.FormatInt(id, 10), id, -backends.MaxLogitBias); err != nil {
-					return nil, err
+				what := "a [token id, bias] pair"
+				if tokenize != nil {
+					what = "a [token id or text, bias] pair"
 				}
-				continue
+				return nil, session.Invalid("logit_bias", session.CodeInvalidType, "logit_bias[%d] must be %s", i, what)
 			}
 			b, ok := jsonhttp.ParseNumber(pair[1])
+			if string(pair[1]) == "false" {
+				b, ok = -backends.MaxLogitBias, true
+			}
 			if !ok {
 				return nil, session.Invalid("logit_bias", session.CodeInvalidType, "logit_bias[%d][1] must be a number or false", i)
 			}
-			if err := add(strconv.FormatInt(id, 10), id, b); err != nil {
+			var err error
+			if isText {
+				err = addText(text, b)
+			} else {
+				err = add(strconv.FormatInt(id, 10), id, b)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -327,14 +368,26 @@ func parseLogitBias(v json.RawMessage) (map[tokenizer.ID]float32, error) {
 	}
 	for _, k := range lb.Names() {
 		id, err := strconv.Atoi(k)
-		if err != nil {
+		if err != nil && tokenize == nil {
 			return nil, session.Invalid("logit_bias", session.CodeInvalidValue, "logit_bias key %s is not a token id", session.Quote(k))
 		}
-		b, ok, e := lb.Number(k)
-		if e != nil || !ok {
-			return nil, session.Invalid("logit_bias", session.CodeInvalidType, "logit_bias[%s] must be a number", session.Quote(k))
+		var b float64
+		if v, _ := lb.Peek(k); tokenize != nil && string(v) == "false" {
+			lb.Raw(k)
+			b = -backends.MaxLogitBias
+		} else {
+			var ok bool
+			var e error
+			if b, ok, e = lb.Number(k); e != nil || !ok {
+				return nil, session.Invalid("logit_bias", session.CodeInvalidType, "logit_bias[%s] must be a number", session.Quote(k))
+			}
 		}
-		if err := add(k, int64(id), b); err != nil {
+		if err != nil {
+			err = addText(k, b)
+		} else {
+			err = add(k, int64(id), b)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -1,7 +1,10 @@
 package openai
 
 import (
+	"encoding/json"
 	"math"
+
+	"github.com/ruvllm/ruvllm/session"
 )
 
 // The OpenAI response shapes. Fields OpenAI sends as null are pointers or
@@ -34,6 +37,22 @@ type chatDelta struct {
 	Content          *string         `json:"content,omitempty"`
 	ReasoningContent *string         `json:"reasoning_content,omitempty"`
 	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
+	// NullContent writes "content": null when Content is nil (the first
+	// chunk's delta, as llama-server sends it).
+	NullContent bool `json:"-"`
+}
+
+// MarshalJSON writes the delta, with "content": null when NullContent.
+func (d chatDelta) MarshalJSON() ([]byte, error) {
+	type plain chatDelta
+	if !d.NullContent || d.Content != nil {
+		return json.Marshal(plain(d))
+	}
+	return json.Marshal(struct {
+		Role    string  `json:"role,omitempty"`
+		Content *string `json:"content"`
+		plain
+	}{Role: d.Role, plain: plain(d)})
 }
 
 type chatLogprobs struct {
@@ -69,6 +88,9 @@ type chatCompletion struct {
 	SystemFingerprint string       `json:"system_fingerprint"`
 	Choices           []chatChoice `json:"choices"`
 	Usage             usage        `json:"usage"`
+	// Timings are llama-server's measure of the prompt processing and
+	// the generation, which its clients read beside the usage.
+	Timings *session.TimingsJSON `json:"timings,omitempty"`
 }
 
 type chatChunkChoice struct {
@@ -120,13 +142,14 @@ type textChoice struct {
 }
 
 type textCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []textChoice `json:"choices"`
-	Usage             any          `json:"usage,omitempty"`
+	ID                string               `json:"id"`
+	Object            string               `json:"object"`
+	Created           int64                `json:"created"`
+	Model             string               `json:"model"`
+	SystemFingerprint string               `json:"system_fingerprint"`
+	Choices           []textChoice         `json:"choices"`
+	Usage             any                  `json:"usage,omitempty"`
+	Timings           *session.TimingsJSON `json:"timings,omitempty"`
 }
 
 // streamChunk is one event of a stream: the head every chunk of a request
@@ -141,6 +164,25 @@ type streamChunk[C any] struct {
 	// Usage is null on every chunk but the last when the client asked for
 	// usage, and absent otherwise.
 	Usage any `json:"usage,omitempty"`
+	// Timings are on the last chunk (the usage chunk, or the last choice's
+	// finish), and on every content chunk with timings_per_token, as
+	// llama-server sends them.
+	Timings *session.TimingsJSON `json:"timings,omitempty"`
+	// PromptProgress is on the chunks of llama-server's return_progress.
+	PromptProgress *PromptProgress `json:"prompt_progress,omitempty"`
+}
+
+// PromptProgress is llama-server's prompt_progress object.
+type PromptProgress struct {
+	Total     int   `json:"total"`
+	Cache     int   `json:"cache"`
+	Processed int   `json:"processed"`
+	TimeMS    int64 `json:"time_ms"`
+}
+
+// ProgressOf is p as llama-server's prompt_progress.
+func ProgressOf(p session.Progress) *PromptProgress {
+	return &PromptProgress{Total: p.Total, Cache: p.Cache, Processed: p.Processed, TimeMS: p.Elapsed.Milliseconds()}
 }
 
 // minLogprob stands in for -Inf, which JSON cannot carry; OpenAI reports

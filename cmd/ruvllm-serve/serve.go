@@ -106,6 +106,71 @@ type serveConfig struct {
 	// pull lets clients download models into the cache (ollama's POST
 	// /api/pull).
 	pull bool
+	// llama are llama-server's flags of its own routes and habits.
+	llama llamaFlags
+}
+
+// llamaFlags are llama-server's flags that matter to its routes: the
+// server's token limit (-n), default seed and temperature, the /slots
+// route and the slot actions' directory, and answering any model name.
+type llamaFlags struct {
+	nPredict     int
+	seed         int64
+	seedSet      bool
+	temp         float64
+	tempSet      bool
+	slots        bool
+	slotSavePath string
+	anyModel     bool
+	publicModels bool
+}
+
+// addLlamaFlags registers llama-server's flags, with its spellings.
+func addLlamaFlags(fs *flagSet, lf *llamaFlags) {
+	fs.IntVar(&lf.nPredict, "n-predict", -1, "most tokens a choice generates, whatever its request asks, and the limit of requests that give none (llama-server's -n); -1: none")
+	fs.IntVar(&lf.nPredict, "n", -1, "same as --n-predict")
+	fs.Func("seed", "default seed of the requests that give none (llama-server's --seed); -1: a random one for each", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		lf.seed, lf.seedSet = n, n != -1 && n != 0xFFFFFFFF
+		return nil
+	})
+	fs.Func("temp", "default temperature of the requests that give none (llama-server's --temp; default 0.8)", func(v string) error {
+		t, err := strconv.ParseFloat(v, 64)
+		if err != nil || t < 0 || t > 2 || math.IsNaN(t) {
+			return fmt.Errorf("%q is not a temperature in [0, 2]", v)
+		}
+		lf.temp, lf.tempSet = t, true
+		return nil
+	})
+	lf.slots = true
+	fs.BoolVar(&lf.slots, "slots", true, "serve llama-server's GET /slots (the slots' state)")
+	fs.BoolFunc("no-slots", "turn GET /slots off (501), as llama-server's --no-slots", func(string) error {
+		lf.slots = false
+		return nil
+	})
+	fs.StringVar(&lf.slotSavePath, "slot-save-path", "", "directory where POST /slots/ID?action=save|restore writes and reads slots' KV caches (llama-server's; default: the actions are off)")
+	fs.BoolVar(&lf.publicModels, "public-models", false, "serve the model listings (GET /v1/models, /models) without an API key, as llama-server does")
+	fs.BoolVar(&lf.anyModel, "accept-any-model", false, "serve any \"model\" name with the one model served (when it has no adapters) and repeat the name in responses, as llama-server does; without it an unknown name is a 404")
+}
+
+// sampling is the server's default sampling: llama-server's, with --seed
+// and --temp.
+func (lf *llamaFlags) sampling() *backends.Params {
+	if !lf.seedSet && !lf.tempSet {
+		return nil
+	}
+	p := backends.DefaultParams()
+	if lf.seedSet {
+		seed := lf.seed
+		p.Seed = &seed
+	}
+	if lf.tempSet {
+		p.Temperature = float32(lf.temp)
+	}
+	return &p
 }
 
 // routeFlags configure the router: the model name that asks for it ("":
@@ -215,6 +280,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.Uint64Var(&c.route.seed, "route-seed", 0, "seed of the router's exploration")
 	fs.BoolVar(&c.route.adapters, "route-adapters", false, "let the router choose the models' LoRA adapters too")
 	fs.BoolVar(&c.pull, "pull", true, "let clients download GGUF files from the Hugging Face Hub into the cache with ollama's POST /api/pull (they are served once a restart names them)")
+	addLlamaFlags(fs, &c.llama)
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
 	pos, err := fs.parse(args, stdout)
 	if err != nil {
@@ -258,6 +324,14 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	}
 	if err := c.kv.check(); err != nil {
 		return nil, err
+	}
+	if c.llama.nPredict < -1 {
+		return nil, fmt.Errorf("%w: --n-predict must be -1 (none) or more", errUsage)
+	}
+	if d := c.llama.slotSavePath; d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("--slot-save-path: %w", err)
+		}
 	}
 	if c.store != "" && c.kv.precision == kvcache.F32 {
 		return nil, fmt.Errorf("%w: --store keeps F16 forms of the blocks; --kv f32 does not spill", errUsage)
@@ -461,6 +535,12 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		PublicMetrics:  c.publicMetrics,
 		ResponseStore:  responseStore,
 		Pull:           pullFunc(c.pull),
+		Sampling:       c.llama.sampling(),
+		MaxTokens:      max(c.llama.nPredict, 0),
+		AnyModelName:   c.llama.anyModel,
+		Slots:          c.llama.slots,
+		SlotSavePath:   c.llama.slotSavePath,
+		PublicModels:   c.llama.publicModels,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))

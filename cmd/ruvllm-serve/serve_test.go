@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -169,6 +170,20 @@ models:
 		{"zero max adapters", []string{"--max-adapters", "0"}, nil, "", "--max-adapters"},
 		{"huge adapter limit", []string{"--max-adapter-mb", "9223372036854775807"}, nil, "", "--max-adapter-mb"},
 		{"stray argument", []string{"model.gguf"}, nil, "", "unexpected argument"},
+		{"llama-server defaults", nil, func(c *serveConfig) bool {
+			return c.llama.nPredict == -1 && c.llama.slots && c.llama.slotSavePath == "" && !c.llama.anyModel && !c.llama.publicModels &&
+				c.llama.sampling() == nil
+		}, "", ""},
+		{"llama-server flags", []string{"-n", "64", "--seed", "42", "--temp", "0.5", "--no-slots", "--slot-save-path", t.TempDir(),
+			"--accept-any-model", "--public-models"}, func(c *serveConfig) bool {
+			p := c.llama.sampling()
+			return c.llama.nPredict == 64 && !c.llama.slots && c.llama.slotSavePath != "" && c.llama.anyModel && c.llama.publicModels &&
+				p != nil && *p.Seed == 42 && p.Temperature == 0.5 && p.TopK == 40
+		}, "", ""},
+		{"--slots after --no-slots", []string{"--no-slots", "--slots"}, func(c *serveConfig) bool { return c.llama.slots }, "", ""},
+		{"seed -1 is random", []string{"--seed", "-1"}, func(c *serveConfig) bool { return c.llama.sampling() == nil }, "", ""},
+		{"bad n-predict", []string{"--n-predict", "-2"}, nil, "", "--n-predict"},
+		{"bad temperature", []string{"--temp", "3"}, nil, "", "temperature"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -672,5 +687,58 @@ func TestServeResponseStore(t *testing.T) {
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("More")}, MaxOutputTokens: openai.Int(4)})
 	if err != nil || next.PreviousResponseID != r.ID || next.Usage.InputTokens <= r.Usage.InputTokens {
 		t.Fatalf("continued after a restart: %v %+v", err, next)
+	}
+}
+
+// TestServeLlamaServer serves with llama-server's flags: the server's
+// token limit and seed, /slots and the slot actions' directory, any model
+// name, and /props naming the model file.
+func TestServeLlamaServer(t *testing.T) {
+	dir := t.TempDir()
+	c := testServeConfig(t, "--n-predict", "3", "--seed", "42", "--slots", "--slot-save-path", dir, "--accept-any-model", "--ctx", "128")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, client, done := serveSDK(t, ctx, c, "")
+	get := func(method, path, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return v
+	}
+	r := get("POST", "/completion", `{"prompt":"Once upon a time","ignore_eos":true,"id_slot":1}`)
+	gs, _ := r["generation_settings"].(map[string]any)
+	if r["tokens_predicted"] != 3.0 || gs["n_predict"] != 3.0 || gs["seed"] != 42.0 || r["id_slot"] != 1.0 {
+		t.Errorf("/completion: %v", r)
+	}
+	p := get("GET", "/props", "")
+	def, _ := p["default_generation_settings"].(map[string]any)
+	if p["total_slots"] != 2.0 || !strings.HasSuffix(p["model_path"].(string), ".gguf") || def["n_ctx"] != 128.0 {
+		t.Errorf("/props: %v", p)
+	}
+	if s := get("POST", "/slots/1?action=save", `{"filename":"s.bin"}`); s["n_saved"] != r["tokens_cached"] {
+		t.Errorf("save: %v, the completion cached %v", s, r["tokens_cached"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s.bin")); err != nil {
+		t.Error(err)
+	}
+	chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "gpt-3.5-turbo",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story.")},
+	})
+	if err != nil || chat.Model != "gpt-3.5-turbo" || chat.Usage.CompletionTokens > 3 {
+		t.Errorf("chat under any name: %v %+v", err, chat)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

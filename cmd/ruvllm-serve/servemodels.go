@@ -341,7 +341,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	if id == "" {
 		id = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
-	s.api = &session.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen}
+	s.api = &session.Model{ID: id, Tokenizer: tok, Chat: s.model, Load: s.load, MaxLen: maxLen, Path: path, TrainedContext: trained}
 	if info, err := s.model.Info(); err == nil {
 		s.api.Info = &info
 	} else {
