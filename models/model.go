@@ -104,7 +104,13 @@ func ChatTemplateOverride(value string) (src, name string, err error) {
 	if strings.Contains(value, "{%") || strings.Contains(value, "{{") {
 		return value, InlineTemplate, nil
 	}
-	return "", "", fmt.Errorf("chat template %q is neither a built-in name, a readable file nor Jinja text: %w", value, err)
+	// What looks like a path is a file that is missing, and one word a
+	// mistyped name; any other text is a template (one without tags
+	// renders as itself), as llama-server takes it.
+	if strings.ContainsRune(value, filepath.Separator) || strings.HasSuffix(value, ".jinja") || !strings.ContainsAny(strings.TrimSpace(value), " \t\n") {
+		return "", "", fmt.Errorf("chat template %q is neither a built-in name (%s), a readable file nor Jinja text: %w", value, strings.Join(chat.BuiltinNames(), ", "), err)
+	}
+	return value, InlineTemplate, nil
 }
 
 // InlineTemplate is the TemplateSource of a template given as its text.

@@ -34,6 +34,7 @@ func TestChatTemplateOverride(t *testing.T) {
 		{value: inline, src: inline, name: InlineTemplate},
 		{value: "{{ bos_token }}", src: "{{ bos_token }}", name: InlineTemplate},
 		{value: "nope", err: "neither a built-in name"},
+		{value: "This is not a chat template, it is", name: InlineTemplate, src: "This is not a chat template, it is"},
 		{value: "missing.jinja", err: "neither a built-in name"},
 		{value: dir, err: "neither a built-in name"},
 	}
