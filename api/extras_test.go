@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
@@ -334,5 +335,33 @@ func TestHugePrompts(t *testing.T) {
 		if e := decode[wireError](t, b); resp.StatusCode != 400 || deref(e.Error.Code) != session.CodeContextLength || deref(e.Error.Param) != tc.param {
 			t.Errorf("%s: %d %s", tc.path, resp.StatusCode, b)
 		}
+	}
+}
+
+// TestTemplateDate: Llama 3.x's templates print today's date, which
+// llama-server passes them as date_string (without it they print a date of
+// 2024), and a system message a template refuses is folded into the first
+// user turn even when the tools have to go there too (Gemma 2).
+func TestTemplateDate(t *testing.T) {
+	fs := newFakeServerWith(t, Options{}, sharedChat(t, "meta-llama-Llama-3.1-8B-Instruct"), func(e *fakeEngine) { e.maxLen = 4096 })
+	before := time.Now().Format("02 Jan 2006")
+	if resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"What day is it?"}],"max_tokens":1}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	after := time.Now().Format("02 Jan 2006")
+	r := fs.eng.requests()
+	if p := fs.tok.Decode(r[len(r)-1].Prompt); !strings.Contains(p, "Today Date: "+before) && !strings.Contains(p, "Today Date: "+after) {
+		t.Errorf("prompt %q does not hold today's date", p)
+	}
+
+	gemma := newFakeServerWith(t, Options{}, sharedChat(t, "google-gemma-2-2b-it"), func(e *fakeEngine) { e.maxLen = 8192 })
+	resp, b := do(t, "POST", gemma.URL+"/v1/chat/completions", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],
+		"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","max_tokens":60}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("gemma 2 with a system message and tools: %d %s", resp.StatusCode, b)
+	}
+	r = gemma.eng.requests()
+	if p := gemma.tok.Decode(r[len(r)-1].Prompt); !strings.Contains(p, "Be brief.") || strings.Contains(p, "system") {
+		t.Errorf("prompt %q", p)
 	}
 }

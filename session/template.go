@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -80,6 +81,14 @@ func (req *Request) kwargs(serverOff bool) map[string]any {
 // opens anyway is closed, as llama-server does.
 func renderChat(m *Model, req *Request, tu *toolUse, serverOff bool) (string, error) {
 	kw := req.kwargs(serverOff)
+	if _, given := kw["date_string"]; !given && strings.Contains(m.templateSource(), "date_string") {
+		// Llama 3.x's templates print today's date from date_string, or a
+		// date of 2024 without it; llama-server passes today's.
+		if kw == nil {
+			kw = map[string]any{}
+		}
+		kw["date_string"] = time.Now().Format("02 Jan 2006")
+	}
 	agp := !req.Template.NoGenerationPrompt && !req.Template.ContinueFinal
 	render := func(messages []Message) (string, error) {
 		return m.Chat.RenderChat(chat.Input{Messages: messages, Tools: tu.templateTools(), AddGenerationPrompt: agp, Extra: kw})
@@ -94,6 +103,12 @@ func renderChat(m *Model, req *Request, tu *toolUse, serverOff bool) (string, er
 		if folded, ok := foldSystem(req.Messages); ok {
 			if t, e := render(tu.prepareMessages(folded, false)); e == nil {
 				text, err = t, nil
+			} else if tu.active() && !tu.style.knows {
+				// No system role at all: the tools go into the first user
+				// turn too.
+				if t, e := render(tu.prepareMessages(folded, true)); e == nil {
+					text, err = t, nil
+				}
 			}
 		}
 	}
