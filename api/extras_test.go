@@ -191,6 +191,11 @@ func TestPeerFields(t *testing.T) {
 				t.Errorf("prompt %q opens the assistant's turn", p)
 			}
 		}},
+		{"a trailing assistant message is continued", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Once upon"}]}`, func(t *testing.T, r backends.Request, b []byte) {
+			if p := fs.tok.Decode(r.Prompt); !strings.HasSuffix(p, "<|im_start|>assistant\nOnce upon") {
+				t.Errorf("prompt %q does not end in the prefill", p)
+			}
+		}},
 		{"continue_final_message", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Once upon"}],"continue_final_message":true,"add_generation_prompt":false}`, func(t *testing.T, r backends.Request, b []byte) {
 			if p := fs.tok.Decode(r.Prompt); !strings.HasSuffix(p, "<|im_start|>assistant\nOnce upon") {
 				t.Errorf("prompt %q does not end in the message to continue", p)
@@ -212,6 +217,7 @@ func TestPeerFields(t *testing.T) {
 		{"a bad regex", `{"prompt":"x","guided_regex":"(a"}`, "guided_regex", session.CodeInvalidValue},
 		{"a bad reasoning_effort", `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"max"}`, "reasoning_effort", session.CodeInvalidValue},
 		{"still unknown", `{"prompt":"x","frobnicate":1}`, "frobnicate", session.CodeUnknownParam},
+		{"two assistant messages at the end", `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"a"},{"role":"assistant","content":"b"}]}`, "messages", session.CodeInvalidValue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := "/v1/completions"

@@ -60,6 +60,9 @@ func (a *API) chatRequest(f *jsonhttp.Fields) (*genRequest, error) {
 	if err := parseTemplateOptions(f, req); err != nil {
 		return nil, err
 	}
+	if err := assistantPrefill(f, req); err != nil {
+		return nil, err
+	}
 	if err := refuseChatFeatures(f); err != nil {
 		return nil, err
 	}
@@ -108,6 +111,28 @@ func parseTemplateOptions(f *jsonhttp.Fields, req *session.Request) error {
 		}
 		req.Reasoning.Effort = e
 	}
+	return nil
+}
+
+// assistantPrefill continues a conversation that ends with an assistant
+// message of text, as llama-server does (the model writes on from the
+// prefill rather than starting a new turn), unless the client said
+// otherwise with add_generation_prompt or continue_final_message; two
+// assistant messages at the end are refused, as llama-server refuses them.
+func assistantPrefill(f *jsonhttp.Fields, req *session.Request) error {
+	msgs := req.Messages
+	n := len(msgs)
+	if n == 0 || msgs[n-1]["role"] != "assistant" {
+		return nil
+	}
+	if n >= 2 && msgs[n-2]["role"] == "assistant" {
+		return session.Invalid("messages", session.CodeInvalidValue, "the messages end with two assistant messages; at most one may be continued")
+	}
+	content, _ := msgs[n-1]["content"].(string)
+	if f.Has("add_generation_prompt") || f.Has("continue_final_message") || msgs[n-1]["tool_calls"] != nil || content == "" {
+		return nil
+	}
+	req.Template.ContinueFinal = true
 	return nil
 }
 
