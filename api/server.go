@@ -12,6 +12,7 @@ import (
 	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/api/responses"
+	"github.com/ruvllm/ruvllm/api/webui"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/session"
 	"github.com/ruvllm/ruvllm/sona"
@@ -89,6 +90,9 @@ type Options struct {
 	// Pull downloads models for ollama's POST /api/pull; nil turns the
 	// route off.
 	Pull ollama.PullFunc
+	// NoWebUI turns off the chat page at / (llama-server's --no-webui),
+	// for a server that only clients talk to.
+	NoWebUI bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -195,6 +199,9 @@ func (s *Server) routes() http.Handler {
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
+	if !s.opt.NoWebUI {
+		webui.Routes(r) // public: its API calls carry the key
+	}
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
 	if s.opt.PublicMetrics {
 		r.With(s.limitBody).Get("/metrics", s.metrics.serve)
