@@ -135,8 +135,27 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 	})
 }
 
-// cors answers browsers from the configured origins; with none it adds
-// nothing, so cross-origin browser calls are refused.
+// corsAllowHeaders are the request headers every preflight allows: the
+// API key's two headers, Anthropic's version headers, JSON bodies and a
+// client's request id. The headers a preflight asks for are allowed too.
+var corsAllowHeaders = []string{"Authorization", "Content-Type", "X-Api-Key", "Anthropic-Version", "Anthropic-Beta", "X-Request-Id"}
+
+// corsExposeHeaders are the response headers a page on another origin may
+// read.
+const corsExposeHeaders = "X-Request-Id, X-Route, Retry-After, WWW-Authenticate"
+
+// corsMaxAge is how long (in seconds) a browser may keep a preflight's
+// answer.
+const corsMaxAge = "600"
+
+// cors lets pages of the configured origins call the server, as
+// llama-server and vLLM let any: it answers their preflights (OPTIONS with
+// Access-Control-Request-Method) on every path with a 204, before routing
+// and so before the API key is asked for, and puts
+// Access-Control-Allow-Origin on every response to them, errors and
+// streams included. The requests themselves still need the key. With no
+// origins configured it adds nothing, so browsers refuse cross-origin
+// calls.
 func (s *Server) cors(next http.Handler) http.Handler {
 	if len(s.opt.CORSOrigins) == 0 {
 		return next
@@ -149,10 +168,10 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			return
 		}
 		h := w.Header()
-		h.Add("Vary", "Origin")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" && llamaPath(r.URL.Path) {
 			// llama-server's own routes answer preflights as it does: the
 			// origin echoed, credentials allowed, any header.
+			h.Add("Vary", "Origin")
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Credentials", "true")
 			h.Set("Access-Control-Allow-Methods", "GET, POST")
@@ -164,15 +183,15 @@ func (s *Server) cors(next http.Handler) http.Handler {
 		if any {
 			h.Set("Access-Control-Allow-Origin", "*")
 		} else {
+			h.Add("Vary", "Origin")
 			h.Set("Access-Control-Allow-Origin", origin)
 		}
-		h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
-				h.Set("Access-Control-Allow-Headers", req)
-			}
-			h.Set("Access-Control-Max-Age", "600")
+			h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", allowedHeaders(r.Header.Get("Access-Control-Request-Headers")))
+			h.Set("Access-Control-Max-Age", corsMaxAge)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -184,6 +203,34 @@ func (s *Server) cors(next http.Handler) http.Handler {
 // (api/llamacpp).
 func llamaPath(path string) bool {
 	return slices.Contains(llamacpp.Paths, path) || strings.HasPrefix(path, "/slots/")
+}
+
+// allowedHeaders is corsAllowHeaders and the headers a preflight asked for
+// (a comma-separated list) that are not among them; what is not a header
+// name is left out.
+func allowedHeaders(requested string) string {
+	out := slices.Clone(corsAllowHeaders)
+	for h := range strings.SplitSeq(requested, ",") {
+		h = strings.TrimSpace(h)
+		if headerName(h) && !slices.ContainsFunc(out, func(a string) bool { return strings.EqualFold(a, h) }) {
+			out = append(out, h)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// headerName reports whether h is a plausible header name: letters,
+// digits, '-' and '_', at most 64 of them.
+func headerName(h string) bool {
+	if h == "" || len(h) > 64 {
+		return false
+	}
+	for _, c := range []byte(h) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // bodyDeadline gives the request's body BodyTimeout to arrive: reading it

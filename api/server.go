@@ -14,6 +14,7 @@ import (
 	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/api/openai"
 	"github.com/ruvllm/ruvllm/api/responses"
+	"github.com/ruvllm/ruvllm/api/webui"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/session"
 	"github.com/ruvllm/ruvllm/sona"
@@ -104,6 +105,9 @@ type Options struct {
 	// PublicModels serves the model listings (/v1/models, /models)
 	// without an API key, as llama-server does.
 	PublicModels bool
+	// NoWebUI turns off the chat page at / (llama-server's --no-webui),
+	// for a server that only clients talk to.
+	NoWebUI bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -216,6 +220,9 @@ func (s *Server) routes() http.Handler {
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
+	if !s.opt.NoWebUI {
+		webui.Routes(r) // public: its API calls carry the key
+	}
 	r.With(s.limitBody).Get("/health", s.handle(s.health))
 	if s.opt.PublicMetrics {
 		r.With(s.limitBody).Get("/metrics", s.metrics.serve)

@@ -103,6 +103,8 @@ type serveConfig struct {
 	bodyTimeout time.Duration
 	// publicMetrics serves /metrics without the API key.
 	publicMetrics bool
+	// noWebUI turns off the chat page at /.
+	noWebUI bool
 	// pull lets clients download models into the cache (ollama's POST
 	// /api/pull).
 	pull bool
@@ -257,7 +259,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	})
 	fs.IntVar(&c.maxN, "max-n", session.DefaultMaxN, "most choices (n) one request may ask for")
 	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
-	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma-separated origins browsers may call from, * for any (default: CORS off)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", "*", "comma-separated origins whose pages may call the server from a browser, * for any (as llama-server and vLLM); \"\" turns CORS off. The API key still guards every route")
+	fs.BoolVar(&c.noWebUI, "no-webui", false, "do not serve the chat page at / (llama-server's --no-webui)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of the first model's LoRA adapters: those in it are loaded at start, uploads are stored there; other models' are adapter_dir in --config (default: none)")
 	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory, per model; the least recently used idle one is unloaded first and read again when needed")
@@ -533,6 +536,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		NoThinking:     c.reasoningBudget == 0,
 		BodyTimeout:    c.bodyTimeout,
 		PublicMetrics:  c.publicMetrics,
+		NoWebUI:        c.noWebUI,
 		ResponseStore:  responseStore,
 		Pull:           pullFunc(c.pull),
 		Sampling:       c.llama.sampling(),
