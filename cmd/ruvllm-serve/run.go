@@ -154,6 +154,12 @@ func runChat(args []string, in io.Reader, stdout, stderr io.Writer, intr <-chan 
 	defer stop()
 	// Prompts only on a terminal: a script's output is the answers alone.
 	c.prompts = isTerminalReader(in) && isTerminal(stdout)
+	if prompt != "" {
+		// -i with a PROMPT: it opens the chat.
+		if err := c.turn(context.Background(), prompt, intr); err != nil {
+			c.note("Error: %v", err)
+		}
+	}
 	c.loop(context.Background(), lines, intr)
 	return nil
 }

@@ -78,6 +78,8 @@ func TestRunOnce(t *testing.T) {
 		{"piped", []string{stories}, "Once upon a time\n", storiesGreedy + "\n"},
 		{"argument", []string{stories, "Once", "upon", "a", "time"}, "", storiesGreedy + "\n"},
 		{"--model and argument", []string{"-m", stories, "Once upon a time"}, "", storiesGreedy + "\n"},
+		{"-i with an argument: it opens the chat", []string{stories, "-i", "Once upon a time"}, "/show history\n",
+			storiesGreedy + "\nuser: Once upon a time\nassistant: " + storiesGreedy + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
