@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,7 +84,11 @@ func runChatTemplate(args []string, stdout, stderr io.Writer) error {
 	in.AddGenerationPrompt = *addGen
 	var t *chat.Template
 	if *model != "" {
-		m, err := models.Load(*model, models.LoadOptions{ChatTemplate: *tmpl, VocabOnly: true, Logger: logger})
+		path, err := resolveModelFile(context.Background(), *model, "")
+		if err != nil {
+			return err
+		}
+		m, err := models.Load(path, models.LoadOptions{ChatTemplate: *tmpl, VocabOnly: true, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,6 +67,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	if *model == "" {
 		return fmt.Errorf("%w: --model PATH is required", errUsage)
+	}
+	if *model, err = resolveModelFile(context.Background(), *model, ""); err != nil {
+		return err
 	}
 	f, err := gguf.Open(*model)
 	if err != nil {

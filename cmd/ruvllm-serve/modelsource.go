@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/backends"
@@ -24,7 +26,7 @@ const hfHelp = "pull this Hugging Face file (OWNER/REPO/FILE.gguf or OWNER/REPO:
 
 func addModelFlags(fs *flagSet) *modelSource {
 	return &modelSource{
-		path: fs.String("model", "", "GGUF model file (default: pull "+hub.DefaultModel.String()+" on first use)"),
+		path: fs.String("model", "", "GGUF model file, or a Hugging Face name to pull (OWNER/REPO[:QUANT], OWNER/REPO/FILE.gguf) (default: pull "+hub.DefaultModel.String()+" on first use)"),
 		hf:   fs.String("hf", "", hfHelp),
 	}
 }
@@ -36,11 +38,16 @@ func (s *modelSource) resolve(ctx context.Context) (string, error) {
 
 // resolveModelFile returns the path of a model file named by its path, by
 // a Hugging Face file to pull (hf), or by neither (the default model),
-// downloading it when needed.
+// downloading it when needed. A path that is no file but a Hugging Face
+// name (see hubName) is pulled as hf would be.
 func resolveModelFile(ctx context.Context, path, hf string) (string, error) {
 	if path != "" {
 		if hf != "" {
 			return "", fmt.Errorf("%w: give --model or --hf, not both", errUsage)
+		}
+		if ref, ok := hubName(path); ok {
+			logger.Info().Str("model", ref.String()).Msg("no such file: pulling it from the Hugging Face Hub (or taking it from the cache)")
+			return (&hub.Client{}).Pull(ctx, ref)
 		}
 		return path, nil
 	}
@@ -55,6 +62,43 @@ func resolveModelFile(ctx context.Context, path, hf string) (string, error) {
 		logger.Info().Str("model", ref.String()).Msg("no --model given: using the default model")
 	}
 	return (&hub.Client{}).Pull(ctx, ref)
+}
+
+// hubName reads a model argument that names no file as a Hugging Face
+// name, as llama-server's -hf and ollama take them: OWNER/REPO[:QUANT],
+// OWNER/REPO/FILE.gguf, hf.co/OWNER/REPO:QUANT or a URL of the Hub. A
+// value that is a file, or reads as a path (absolute, ./, ../, ~, a first
+// element that is a directory here, OWNER/REPO ending in .gguf), is not
+// one, so that a mistyped path says "no such file" rather than going to
+// the network.
+func hubName(s string) (hub.Ref, bool) {
+	if s == "" || strings.ContainsRune(s, '\\') {
+		return hub.Ref{}, false
+	}
+	if _, err := os.Stat(s); err == nil {
+		return hub.Ref{}, false
+	}
+	ref, err := hub.ParseRef(s)
+	if err != nil {
+		return hub.Ref{}, false
+	}
+	lower := strings.ToLower(s)
+	for _, host := range []string{"hf.co/", "huggingface.co/", "https://", "http://"} {
+		if strings.HasPrefix(lower, host) {
+			return ref, true
+		}
+	}
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "~") || filepath.IsAbs(s) {
+		return hub.Ref{}, false
+	}
+	first, _, _ := strings.Cut(s, "/")
+	if st, err := os.Stat(first); err == nil && st.IsDir() {
+		return hub.Ref{}, false
+	}
+	if ref.File != "" {
+		return ref, strings.HasSuffix(strings.ToLower(ref.File), ".gguf")
+	}
+	return ref, !strings.HasSuffix(strings.ToLower(ref.Repo), ".gguf")
 }
 
 // load resolves and loads the model.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/ruvllm/ruvllm/api/ollama"
@@ -18,7 +17,7 @@ import (
 )
 
 func init() {
-	register("pull", "download a model into the cache ($RUVLLM_CACHE) and print its path", runPull)
+	register("pull", "download a model into the cache ($RUVLLM_CACHE) and print its path: OWNER/REPO[:QUANT], OWNER/REPO/FILE.gguf, hf.co/OWNER/REPO:QUANT", runPull)
 	register("health", "exit 0 when a server's /health answers 200: a container's health check without curl", runHealth)
 }
 
@@ -26,16 +25,33 @@ func init() {
 // share one cache would otherwise download the same file at once, into the
 // same partial file.
 func runPull(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("pull", "[--hf OWNER/REPO/FILE.gguf | OWNER/REPO:QUANT]")
+	fs := newFlags("pull", "[OWNER/REPO[:QUANT] | OWNER/REPO/FILE.gguf | hf.co/OWNER/REPO:QUANT ...] [--hf NAME]")
 	hf := fs.String("hf", "", hfHelp+" (default: "+hub.DefaultModel.String()+")")
-	if _, err := fs.parse(args, stdout); err != nil {
-		return err
-	}
-	path, err := resolveModelFile(context.Background(), "", *hf)
+	names, err := fs.parse(args, stdout)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, path)
+	if *hf != "" {
+		names = append([]string{*hf}, names...)
+	}
+	if len(names) == 0 {
+		names = []string{""} // the default model
+	}
+	for _, name := range names {
+		ref := hub.DefaultModel
+		if name != "" {
+			r, err := pullRef(name)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			ref = r
+		}
+		path, err := (&hub.Client{}).Pull(context.Background(), ref)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, path)
+	}
 	return nil
 }
 
@@ -132,20 +148,10 @@ func pullProgress(file, sha string, total, completed int64) ollama.PullProgress 
 // written as ollama writes them (hf.co/OWNER/REPO:QUANT, with ":latest"
 // for the default quantization).
 func pullRef(name string) (hub.Ref, error) {
-	s := strings.TrimSpace(name)
-	for _, scheme := range []string{"https://", "http://"} {
-		s = strings.TrimPrefix(s, scheme)
-	}
-	for _, host := range []string{"hf.co/", "huggingface.co/"} {
-		s = strings.TrimPrefix(s, host)
-	}
-	if strings.Count(s, "/") == 1 {
-		s = strings.TrimSuffix(s, ":latest")
-	}
-	ref, err := hub.ParseRef(s)
+	ref, err := hub.ParseRef(name)
 	if err != nil {
-		return hub.Ref{}, fmt.Errorf("%s is not a Hugging Face GGUF reference: this server pulls from the Hugging Face Hub "+
-			"(hf.co/OWNER/REPO[:QUANT] or OWNER/REPO/FILE.gguf), not from ollama's library", session.Quote(name))
+		return hub.Ref{}, fmt.Errorf("%s is not a Hugging Face GGUF reference: models are pulled from the Hugging Face Hub "+
+			"(OWNER/REPO[:QUANT], OWNER/REPO/FILE.gguf or hf.co/OWNER/REPO:QUANT), not from ollama's library", session.Quote(name))
 	}
 	return ref, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -44,7 +45,11 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 	case len(pos) > 1:
 		return fmt.Errorf("%w: one TEXT argument expected, got %d (quote the text)", errUsage, len(pos))
 	}
-	m, err := models.Load(*model, models.LoadOptions{VocabOnly: true, Logger: logger})
+	path, err := resolveModelFile(context.Background(), *model, "")
+	if err != nil {
+		return err
+	}
+	m, err := models.Load(path, models.LoadOptions{VocabOnly: true, Logger: logger})
 	if err != nil {
 		return err
 	}

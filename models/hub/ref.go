@@ -69,7 +69,13 @@ var (
 //	owner/name/path/to/file.gguf   one file
 //	owner/name@revision/file.gguf  one file at a branch, tag or commit
 //	owner/name:Q4_K_M              the GGUF file with that quantization tag
-//	owner/name                     the GGUF file tagged DefaultQuant
+//	owner/name                     the GGUF file tagged DefaultQuant, else the repository's one GGUF file
+//
+// Each may start with the Hub's host, as users copy names from ollama
+// (hf.co/owner/name:Q4_K_M) or from the browser
+// (https://huggingface.co/owner/name/blob/main/file.gguf, where the blob
+// or resolve path gives the revision); the tag "latest", as ollama writes
+// it, is no tag.
 //
 // Paths that could leave the cache directory ("..", absolute paths,
 // backslashes, control characters) are rejected.
@@ -77,6 +83,15 @@ func ParseRef(s string) (Ref, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return Ref{}, errors.New("hub: empty model reference")
+	}
+	if rest, ok := trimHost(s); ok {
+		if r, ok, err := fromWebPath(rest); ok || err != nil {
+			if err != nil {
+				return Ref{}, fmt.Errorf("hub: model reference %q: %w", s, err)
+			}
+			return r, r.Validate()
+		}
+		s = rest
 	}
 	parts := strings.SplitN(s, "/", 3)
 	if len(parts) < 2 {
@@ -94,6 +109,9 @@ func ParseRef(s string) (Ref, error) {
 		if r.Quant == "" {
 			return Ref{}, fmt.Errorf("hub: model reference %q: empty quantization after ':'", s)
 		}
+		if strings.EqualFold(r.Quant, latestTag) {
+			r.Quant = ""
+		}
 	}
 	if i := strings.IndexByte(name, '@'); i >= 0 {
 		name, r.Revision = name[:i], name[i+1:]
@@ -106,6 +124,53 @@ func ParseRef(s string) (Ref, error) {
 		return Ref{}, err
 	}
 	return r, nil
+}
+
+// latestTag is ollama's name of a repository's default file.
+const latestTag = "latest"
+
+// hubHosts are the Hub's host names as users write them before a
+// reference.
+var hubHosts = []string{"hf.co/", "huggingface.co/", "www.huggingface.co/"}
+
+// trimHost takes the Hub's URL scheme and host off s; ok says whether s
+// had the host.
+func trimHost(s string) (rest string, ok bool) {
+	for _, scheme := range []string{"https://", "http://"} {
+		s = strings.TrimPrefix(s, scheme)
+	}
+	for _, h := range hubHosts {
+		if len(s) > len(h) && strings.EqualFold(s[:len(h)], h) {
+			return s[len(h):], true
+		}
+	}
+	return s, false
+}
+
+// fromWebPath reads the path of a file's page or download URL on the Hub
+// (owner/name/blob/REV/FILE, owner/name/resolve/REV/FILE; a query or
+// fragment is dropped); ok is false for any other path.
+func fromWebPath(p string) (r Ref, ok bool, err error) {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	parts := strings.SplitN(p, "/", 5)
+	if len(parts) < 5 || (parts[2] != "blob" && parts[2] != "resolve") {
+		return Ref{}, false, nil
+	}
+	rev, err := url.PathUnescape(parts[3])
+	if err != nil {
+		return Ref{}, true, fmt.Errorf("bad revision %q", parts[3])
+	}
+	file, err := url.PathUnescape(parts[4])
+	if err != nil {
+		return Ref{}, true, fmt.Errorf("bad file name %q", parts[4])
+	}
+	r = Ref{Repo: parts[0] + "/" + parts[1], File: file}
+	if rev != defaultRevision {
+		r.Revision = rev
+	}
+	return r, true, nil
 }
 
 // Validate reports whether every field of r is well formed and safe to use in

@@ -22,6 +22,15 @@ func TestParseRef(t *testing.T) {
 		{"owner/name@dev:q4_k_m", Ref{Repo: "owner/name", Revision: "dev", Quant: "q4_k_m"}},
 		{"owner/name", Ref{Repo: "owner/name"}},
 		{"o_1/n.a-m_e/sub dir/f.gguf", Ref{Repo: "o_1/n.a-m_e", File: "sub dir/f.gguf"}},
+		// As ollama writes them, and as copied from the browser.
+		{"hf.co/bartowski/Qwen-GGUF:Q4_K_M", Ref{Repo: "bartowski/Qwen-GGUF", Quant: "Q4_K_M"}},
+		{"hf.co/owner/name:latest", Ref{Repo: "owner/name"}},
+		{"owner/name:LATEST", Ref{Repo: "owner/name"}},
+		{"https://huggingface.co/owner/name/model.gguf", Ref{Repo: "owner/name", File: "model.gguf"}},
+		{"https://huggingface.co/owner/name", Ref{Repo: "owner/name"}},
+		{"HF.CO/owner/name/sub/f.gguf", Ref{Repo: "owner/name", File: "sub/f.gguf"}},
+		{"https://huggingface.co/owner/name/blob/main/sub/f.gguf", Ref{Repo: "owner/name", File: "sub/f.gguf"}},
+		{"https://huggingface.co/owner/name/resolve/v2/f.gguf?download=true", Ref{Repo: "owner/name", Revision: "v2", File: "f.gguf"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -73,13 +82,35 @@ func TestParseRefRejectsHostile(t *testing.T) {
 		"owner/name@/model.gguf",
 		"owner/name@../model.gguf",
 		"owner/name@a:b/model.gguf",
-		"https://huggingface.co/owner/name/model.gguf",
+		"https://example.com/owner/name/model.gguf",
+		"hf.co/owner",
+		"hf.co/owner/name/blob/main/../../x.gguf",
+		"https://huggingface.co/owner/name/resolve/%zz/f.gguf",
 		"owner/" + strings.Repeat("n", 200) + "/model.gguf",
 		"owner/name/" + strings.Repeat("f", 2000) + ".gguf",
 	} {
 		if r, err := ParseRef(in); err == nil {
 			t.Errorf("ParseRef(%q) = %+v, want an error", in, r)
 		}
+	}
+}
+
+// TestParseWebRevision reads a revision with a slash from a download URL,
+// which the owner/name@REV/FILE syntax cannot write.
+func TestParseWebRevision(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Ref
+	}{
+		{"https://huggingface.co/o/n/resolve/refs%2Fpr%2F1/f.gguf", Ref{Repo: "o/n", Revision: "refs/pr/1", File: "f.gguf"}},
+		{"huggingface.co/o/n/blob/main/d/f%20g.gguf", Ref{Repo: "o/n", File: "d/f g.gguf"}},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseRef(tt.in)
+			if err != nil || got != tt.want {
+				t.Errorf("ParseRef(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+			}
+		})
 	}
 }
 

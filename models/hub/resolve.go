@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -39,6 +40,11 @@ type treeEntry struct {
 // the network; otherwise the repository is listed on the Hub and the size and
 // sha256 it reports are filled in. A reference that names a file is returned
 // unchanged.
+//
+// A reference without a tag picks the file tagged DefaultQuant, else the
+// repository's only GGUF model file (projectors and split parts left
+// aside); with several and none tagged DefaultQuant, the error lists them.
+// Offline, such a reference picks the repository's one cached file.
 func (c *Client) Resolve(ctx context.Context, r Ref) (Ref, error) {
 	if err := r.Validate(); err != nil {
 		return Ref{}, err
@@ -56,6 +62,10 @@ func (c *Client) Resolve(ctx context.Context, r Ref) (Ref, error) {
 	}
 	entries, err := c.listTree(ctx, r)
 	if err != nil {
+		if file, ok := c.cachedOnly(r); ok && errors.Is(err, ErrNetwork) && ctx.Err() == nil {
+			r.File = file
+			return r, nil
+		}
 		return Ref{}, c.explain(ctx, r, err)
 	}
 	paths := make([]string, 0, len(entries))
@@ -67,6 +77,13 @@ func (c *Client) Resolve(ctx context.Context, r Ref) (Ref, error) {
 		}
 	}
 	file, err := pickQuant(paths, quant)
+	if err != nil && r.Quant == "" {
+		if only, ok := onlyModel(paths); ok {
+			file, err = only, nil
+		} else if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w; name one as %s:QUANT or %s/FILE.gguf", err, r.Repo, r.Repo)
+		}
+	}
 	if err != nil {
 		return Ref{}, c.explain(ctx, r, err)
 	}
@@ -95,6 +112,23 @@ func (c *Client) cachedQuant(r Ref, quant string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	file, err := pickQuant(filesUnder(dir), quant)
+	return file, err == nil
+}
+
+// cachedOnly finds the one complete GGUF model file the cache holds of
+// r's repository and revision; ok is false when it holds none or several.
+func (c *Client) cachedOnly(r Ref) (string, bool) {
+	dir, err := c.repoDir(r)
+	if err != nil {
+		return "", false
+	}
+	return onlyModel(filesUnder(dir))
+}
+
+// filesUnder lists the complete files under dir, as slash-separated paths
+// relative to it.
+func filesUnder(dir string) []string {
 	var paths []string
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() || strings.HasSuffix(p, partSuffix) {
@@ -105,8 +139,24 @@ func (c *Client) cachedQuant(r Ref, quant string) (string, bool) {
 		}
 		return nil
 	})
-	file, err := pickQuant(paths, quant)
-	return file, err == nil
+	return paths
+}
+
+// onlyModel is the one GGUF model file among paths, leaving projectors
+// (mmproj) and the parts of split files aside; ok is false when there is
+// none or more than one.
+func onlyModel(paths []string) (string, bool) {
+	var found []string
+	for _, p := range paths {
+		name := strings.ToLower(path.Base(p))
+		if strings.HasSuffix(name, ".gguf") && !strings.Contains(name, "mmproj") && !splitRE.MatchString(name) {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
 }
 
 // listTree reads the repository's file list at r's revision, following the

@@ -204,3 +204,78 @@ func TestNextLink(t *testing.T) {
 		}
 	}
 }
+
+// listingServer serves a one-page listing of files (each holding its own
+// name as content) for repository owner/repo, and the files.
+func listingServer(t *testing.T, files ...string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/models/owner/repo/tree/main" {
+			entries := []treeEntry{}
+			for _, f := range files {
+				entries = append(entries, treeEntry{Type: "file", Path: f, Size: int64(len(f))})
+			}
+			_ = json.NewEncoder(w).Encode(entries)
+			return
+		}
+		for _, f := range files {
+			if r.URL.Path == "/owner/repo/resolve/main/"+f {
+				_, _ = w.Write([]byte(f))
+				return
+			}
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestResolveUntagged picks, for a reference without a tag, the
+// DefaultQuant file, else the repository's one model file; with several
+// and none of the default tag, the error lists them and says how to pick.
+func TestResolveUntagged(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string
+		want  string
+		say   []string
+	}{
+		{"default tag", []string{"m-Q8_0.gguf", "m-Q4_K_M.gguf", "README.md"}, "m-Q4_K_M.gguf", nil},
+		{"the only file", []string{"m-F16.gguf", "mmproj-m-F16.gguf", "README.md"}, "m-F16.gguf", nil},
+		{"several", []string{"m-F16.gguf", "m-Q8_0.gguf"}, "", []string{"m-F16.gguf", "m-Q8_0.gguf", "owner/repo:QUANT", "owner/repo/FILE.gguf"}},
+		{"none", []string{"README.md"}, "", []string{"no GGUF"}},
+		{"split only", []string{"m-Q8_0-00001-of-00002.gguf", "m-Q8_0-00002-of-00002.gguf"}, "", []string{"m-Q8_0-00001-of-00002.gguf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := newClient(t, listingServer(t, tt.files...).URL)
+			ref, err := ParseRef("owner/repo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Resolve(context.Background(), ref)
+			if tt.want == "" {
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("Resolve = %+v, %v; want ErrNotFound", got, err)
+				}
+				for _, s := range tt.say {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not say %q", err, s)
+					}
+				}
+				return
+			}
+			if err != nil || got.File != tt.want || got.Quant != "" {
+				t.Fatalf("Resolve = %+v, %v; want file %s", got, err, tt.want)
+			}
+			p, err := c.Pull(context.Background(), ref)
+			if err != nil || string(readFile(t, p)) != tt.want {
+				t.Fatalf("Pull = %s, %v", p, err)
+			}
+			// Offline, the one cached file of the repository answers.
+			offline := &Client{BaseURL: closedURL(t), CacheDir: c.CacheDir, Progress: c.Progress}
+			if again, err := offline.Pull(context.Background(), ref); err != nil || again != p {
+				t.Errorf("offline: %s, %v; want %s", again, err, p)
+			}
+		})
+	}
+}
