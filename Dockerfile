@@ -4,6 +4,7 @@
 # run as a non-root user, with models in a volume at /models.
 #   docker build -t ruvllm-serve .
 #   docker run -p 8080:8080 -v ruvllm-models:/models ruvllm-serve
+#   docker run -p 8080:8080 -v ruvllm-models:/models ruvllm-serve --model /models/x.gguf
 # Without --model the server pulls its default model into /models/cache on
 # first use; `ruvllm-serve pull --hf ...` fetches another ahead of time.
 
@@ -23,6 +24,10 @@ COPY --from=build /out/ruvllm-serve /usr/local/bin/ruvllm-serve
 # new named volume starts out writable by it.
 COPY --from=build --chown=65532:65532 /out/models /models
 ENV RUVLLM_CACHE=/models/cache
+# Serve's host and port come from the environment, not from arguments, so
+# that `docker run IMAGE --model /models/x.gguf` (arguments that replace
+# CMD) still listens on every interface of the container.
+ENV RUVLLM_HOST=0.0.0.0 RUVLLM_PORT=8080
 VOLUME ["/models"]
 USER 65532:65532
 EXPOSE 8080
@@ -31,4 +36,4 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
     CMD ["/usr/local/bin/ruvllm-serve", "health", "--url", "http://127.0.0.1:8080/health"]
 ENTRYPOINT ["/usr/local/bin/ruvllm-serve"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]
+CMD ["serve"]

@@ -300,7 +300,7 @@ func (g *Generation) thinks() bool {
 func (g *Generation) leaseAdapter(t Target) error {
 	req := g.req
 	if t.Adapter == "" {
-		if req.LoRAScale != nil && req.Adapter == nil {
+		if req.LoRAScale != nil && req.Adapter == nil && t.Model.Adapter == nil {
 			return Invalid("lora_scale", CodeInvalidValue, "lora_scale applies to an adapter; set model to %s", Quote(t.Model.ID+":ADAPTER"))
 		}
 		return nil
@@ -329,6 +329,9 @@ func (g *Generation) leaseAdapter(t Target) error {
 // base model, and for lora_scale 0, which is the base model exactly.
 func (g *Generation) engineAdapter() (*lora.Adapter, float32) {
 	adapter := g.req.Adapter
+	if adapter == nil {
+		adapter = g.model.Adapter
+	}
 	if g.lease != nil {
 		adapter = g.lease.Adapter()
 	}

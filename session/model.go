@@ -81,6 +81,10 @@ type Model struct {
 	// "ID:ADAPTER" or "ADAPTER"; nil turns adapters off. The registry's
 	// BaseModel should be ID.
 	Adapters *lora.Registry
+	// Adapter, when set, is the adapter every request that names none of
+	// the model's adapters runs with (llama-server's --lora); a request
+	// that names the model itself with lora_scale 0 runs without it.
+	Adapter *lora.Adapter
 	// MaxAdapterBytes is the registry's MaxUploadBytes, so that an upload
 	// declaring a larger body is refused before any of it is read; 0 means
 	// lora.DefaultMaxUploadBytes.

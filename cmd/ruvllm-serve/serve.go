@@ -108,8 +108,10 @@ type serveConfig struct {
 	// pull lets clients download models into the cache (ollama's POST
 	// /api/pull).
 	pull bool
-	// llama are llama-server's flags of its own routes and habits.
-	llama llamaFlags
+	// llama are llama-server's flags of its own routes and habits, and
+	// llamaCompat its flags that serve's have another meaning or none.
+	llama       llamaFlags
+	llamaCompat llamaCompat
 }
 
 // llamaFlags are llama-server's flags that matter to its routes: the
@@ -284,13 +286,24 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.BoolVar(&c.route.adapters, "route-adapters", false, "let the router choose the models' LoRA adapters too")
 	fs.BoolVar(&c.pull, "pull", true, "let clients download GGUF files from the Hugging Face Hub into the cache with ollama's POST /api/pull (they are served once a restart names them)")
 	addLlamaFlags(fs, &c.llama)
-	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win")
-	pos, err := fs.parse(args, stdout)
+	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win, then RUVLLM_NAME (and llama-server's LLAMA_ARG_...) environment variables, then the file")
+	addLlamaCompat(fs, &c.llamaCompat)
+	pos, err := fs.parse(splitFlashAttn(args), stdout)
 	if err != nil {
 		return nil, err
 	}
+	// vLLM's "serve MODEL": one argument, the model.
+	if len(pos) == 1 && len(c.models) == 0 && c.hf == "" {
+		if err := fs.Set("model", pos[0]); err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		pos = nil
+	}
 	if len(pos) > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q (see -h)", errUsage, pos[0])
+	}
+	if err := applyEnv(fs, os.Getenv); err != nil {
+		return nil, err
 	}
 	if *config != "" {
 		models, err := applyServeConfig(fs.FlagSet, *config)
@@ -300,6 +313,9 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		c.models = append(c.models, models...)
 	}
 	fs.Visit(func(f *flag.Flag) { c.ctxSet = c.ctxSet || f.Name == "ctx" })
+	if err := c.llamaCompat.finish(c); err != nil {
+		return nil, err
+	}
 	if err := c.finishModels(); err != nil {
 		return nil, err
 	}
@@ -366,7 +382,7 @@ func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
 		return nil, fmt.Errorf("--config %s: %w", path, err)
 	}
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) { given[canonicalFlag(f.Name)] = true })
 	modelGiven := given["model"] || given["hf"]
 	var models []modelSpec
 	if v, ok := opts[modelsKey]; ok {

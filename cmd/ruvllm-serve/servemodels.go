@@ -251,6 +251,14 @@ func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, 
 		if err != nil {
 			return served, err
 		}
+		if lora := c.llamaCompat.lora; len(lora) > 0 && len(served) == 0 {
+			// llama-server's --lora: the first model's requests run with it
+			// unless they name another adapter.
+			if sm.api.Adapter, err = loraLoad(lora[0], sm.model); err != nil {
+				sm.close()
+				return served, fmt.Errorf("--lora %s: %w", lora[0], err)
+			}
+		}
 		served = append(served, sm)
 		if err := srv.AddModel(sm.api); err != nil {
 			return served, fmt.Errorf("%w: %v", errUsage, err)
