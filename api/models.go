@@ -44,6 +44,9 @@ func withAnthropic(o modelObject) modelObject {
 
 type modelStatus struct {
 	Value string `json:"value"`
+	// Reason says why a model has the status "failed": it could not be
+	// opened, and the other models are served.
+	Reason string `json:"reason,omitempty"`
 }
 
 // modelList is OpenAI's list, with the paging fields of Anthropic's: one
@@ -91,6 +94,10 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	}
 	if card, ok := s.routerModel(); ok {
 		l.Data = append(l.Data, card)
+	}
+	for _, f := range s.models.Failed() {
+		l.Data = append(l.Data, modelObject{ID: f.ID, Object: "model", OwnedBy: "ruvllm", Root: f.ID,
+			Status: modelStatus{Value: "failed", Reason: f.Reason}})
 	}
 	for i := range l.Data {
 		l.Data[i] = withAnthropic(l.Data[i])

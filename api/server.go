@@ -187,6 +187,11 @@ func (s *Server) AddModel(m *session.Model) error {
 	return s.metrics.addModel(m)
 }
 
+// AddFailedModel records a model that could not be opened: /v1/models
+// lists it as failed with the reason, and requests naming it get a 503
+// that says why, while the other models are served.
+func (s *Server) AddFailedModel(id, reason string) { s.models.AddFailed(id, reason) }
+
 // Ready reports whether at least one model is served.
 func (s *Server) Ready() bool { return s.models.Ready() }
 

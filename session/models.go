@@ -136,6 +136,14 @@ func (ms *Models) Close() { ms.residency.close() }
 type modelSet struct {
 	list []*Model
 	byID map[string]*Model
+	// failed are the models that could not be opened, with why: listed,
+	// and answered 503, rather than unknown.
+	failed []FailedModel
+}
+
+// FailedModel is a model the server was to serve but could not open.
+type FailedModel struct {
+	ID, Reason string
 }
 
 // AddModel serves m from now on, beside the models already served; the
@@ -171,7 +179,7 @@ func (ms *Models) AddModel(m *Model) error {
 	if m.Load != nil {
 		ms.residency.add(m)
 	}
-	next := &modelSet{list: append(slices.Clip(old.list), m), byID: maps.Clone(old.byID)}
+	next := &modelSet{list: append(slices.Clip(old.list), m), byID: maps.Clone(old.byID), failed: old.failed}
 	if next.byID == nil {
 		next.byID = map[string]*Model{}
 	}
@@ -179,6 +187,20 @@ func (ms *Models) AddModel(m *Model) error {
 	ms.set.Store(next)
 	return nil
 }
+
+// AddFailed records a model that could not be opened, so that listings
+// show it with the reason and requests for it get a 503 that says why,
+// while the other models are served.
+func (ms *Models) AddFailed(id, reason string) {
+	ms.addMu.Lock()
+	defer ms.addMu.Unlock()
+	old := ms.set.Load()
+	next := &modelSet{list: old.list, byID: old.byID, failed: append(slices.Clip(old.failed), FailedModel{ID: id, Reason: reason})}
+	ms.set.Store(next)
+}
+
+// Failed are the models that could not be opened.
+func (ms *Models) Failed() []FailedModel { return ms.set.Load().failed }
 
 // Ready reports whether at least one model is served.
 func (ms *Models) Ready() bool { return len(ms.set.Load().list) > 0 }
@@ -276,6 +298,12 @@ func (ms *Models) Resolve(name, param string) (Target, error) {
 	}
 	if m, ok := set.byID[name]; ok {
 		return Target{Model: m, Name: name}, nil
+	}
+	for _, f := range set.failed {
+		if f.ID == name {
+			return Target{}, &Error{Status: 503, Type: TypeUnavailable, Param: param, Code: CodeModelLoad, RetryAfter: 60,
+				Message: "the model " + Quote(name) + " could not be opened: " + f.Reason}
+		}
 	}
 	found := set.findAdapter(name)
 	switch len(found) {

@@ -29,7 +29,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"inspect", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"quantize", "--model", "x"}, 2, "required"},
 		{[]string{"synth", "--shape", "huge", "--out", "x"}, 2, "unknown shape"},
-		{[]string{"inspect", "--model", "/nonexistent.gguf"}, 1, "no such file"},
+		{[]string{"inspect", "--model", "/nonexistent.gguf"}, 1, "no model file /nonexistent.gguf (a model on the Hugging Face Hub is pulled by its name"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

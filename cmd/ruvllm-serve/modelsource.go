@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +50,9 @@ func resolveModelFile(ctx context.Context, path, hf string) (string, error) {
 		if ref, ok := hubName(path); ok {
 			logger.Info().Str("model", ref.String()).Msg("no such file: pulling it from the Hugging Face Hub (or taking it from the cache)")
 			return (&hub.Client{}).Pull(ctx, ref)
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("no model file %s (a model on the Hugging Face Hub is pulled by its name: --model OWNER/REPO[:QUANT], or ruvllm-serve pull OWNER/REPO[:QUANT] ahead of time)", path)
 		}
 		return path, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -391,7 +392,7 @@ func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
 			return nil, fmt.Errorf("%w: --config %s: give model or models, not both", errUsage, path)
 		}
 		if !modelGiven {
-			if models, err = parseModelList(v); err != nil {
+			if models, err = parseModelList(v, filepath.Dir(path)); err != nil {
 				return nil, fmt.Errorf("%w: --config %s: %v", errUsage, path, err)
 			}
 		}
@@ -414,6 +415,21 @@ func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
 			if err != nil {
 				return nil, fmt.Errorf("--config %s: %s: %w", path, key, err)
 			}
+			if pathOptions[name] || (name == "chat-template" && fileExists(relativeTo(filepath.Dir(path), s))) {
+				// The file's paths are the file's: relative ones are taken
+				// from its directory, not the working one.
+				s = relativeTo(filepath.Dir(path), s)
+			}
+			if name == "model" {
+				// NAME=PATH or PATH; a hub name is no file and stays.
+				prefix, file := "", s
+				if i := strings.IndexByte(s, '='); i >= 0 {
+					prefix, file = s[:i+1], s[i+1:]
+				}
+				if f := relativeTo(filepath.Dir(path), file); fileExists(f) {
+					s = prefix + f
+				}
+			}
 			if err := fs.Set(name, s); err != nil {
 				return nil, fmt.Errorf("%w: --config %s: %s: %v", errUsage, path, key, err)
 			}
@@ -421,6 +437,12 @@ func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
 	}
 	return models, nil
 }
+
+// pathOptions are the options whose values are paths, which a config file
+// gives relative to itself. A model is a path unless it reads as a hub
+// name (then it is left alone).
+var pathOptions = map[string]bool{"adapter-dir": true, "store": true, "route-store": true, "response-store": true,
+	"slot-save-path": true, "api-key-file": true, "lora": true}
 
 // configValue renders a YAML value as the flag's text.
 func configValue(v any) (string, error) {

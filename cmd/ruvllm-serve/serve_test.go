@@ -92,6 +92,7 @@ models:
 `)
 	modelList := writeFile(t, "model-list.yaml", "model: [/m/a.gguf, b=/m/b.gguf]\n")
 	badModels := func(name, models string) string { return writeFile(t, name+".yaml", "models:"+models+"\n") }
+	relConfig := writeFile(t, "rel.yaml", "store: kv\nmodels: [{name: a, path: m.gguf, adapter_dir: ad}]\n")
 	tests := []struct {
 		name  string
 		args  []string
@@ -169,7 +170,11 @@ models:
 		{"zero parallel", []string{"--parallel", "0"}, nil, "", "--parallel"},
 		{"zero max adapters", []string{"--max-adapters", "0"}, nil, "", "--max-adapters"},
 		{"huge adapter limit", []string{"--max-adapter-mb", "9223372036854775807"}, nil, "", "--max-adapter-mb"},
-		{"stray argument", []string{"model.gguf"}, nil, "", "unexpected argument"},
+		{"vLLM's positional model", []string{"model.gguf"}, nil, "=model.gguf", ""},
+		{"stray argument", []string{"a.gguf", "b.gguf"}, nil, "", "unexpected argument"},
+		{"a config file's paths are its own", []string{"--config", relConfig}, func(c *serveConfig) bool {
+			return c.models[0].adapterDir == filepath.Join(filepath.Dir(relConfig), "ad") && c.store == filepath.Join(filepath.Dir(relConfig), "kv")
+		}, "a=" + filepath.Join(filepath.Dir(relConfig), "m.gguf") + "@" + filepath.Join(filepath.Dir(relConfig), "ad"), ""},
 		{"llama-server defaults", nil, func(c *serveConfig) bool {
 			return c.llama.nPredict == -1 && c.llama.slots && c.llama.slotSavePath == "" && !c.llama.anyModel && !c.llama.publicModels &&
 				c.llama.sampling() == nil
@@ -736,6 +741,43 @@ func TestServeLlamaServer(t *testing.T) {
 	})
 	if err != nil || chat.Model != "gpt-3.5-turbo" || chat.Usage.CompletionTokens > 3 {
 		t.Errorf("chat under any name: %v %+v", err, chat)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeOneModelOfSeveralFails: a model of several that cannot be
+// opened is listed as failed with its reason, a request for it gets a 503
+// that says why, and the others are served (issue 34).
+func TestServeOneModelOfSeveralFails(t *testing.T) {
+	good := testmodel.Synth(t, "tiny", "F32")
+	missing := filepath.Join(t.TempDir(), "missing.gguf")
+	c, err := parseServeArgs([]string{"--model", "good=" + good, "--model", "gone=" + missing, "--chat-template", "chatml", "--threads", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, client, done := serveSDK(t, ctx, c, "")
+	if _, err := client.Completions.New(ctx, openai.CompletionNewParams{Model: "good", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hi")},
+		MaxTokens: openai.Int(2)}); err != nil {
+		t.Errorf("the good model: %v", err)
+	}
+	var apiErr *openai.Error
+	if _, err := client.Completions.New(ctx, openai.CompletionNewParams{Model: "gone", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hi")},
+		MaxTokens: openai.Int(2)}); !errors.As(err, &apiErr) || apiErr.StatusCode != 503 || !strings.Contains(apiErr.Message, "missing.gguf") {
+		t.Errorf("the failed model: %v", err)
+	}
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"id":"gone"`) || !strings.Contains(string(b), `"value":"failed"`) {
+		t.Errorf("/v1/models: %s", b)
 	}
 	cancel()
 	if err := <-done; err != nil {

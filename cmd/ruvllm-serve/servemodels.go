@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,7 +82,7 @@ const modelsKey = "models"
 // parseModelList reads the models: list of a --config file: each entry
 // {name, path} or {name, hf} (name may be left out with path), and
 // optionally chat_template, adapter_dir and backend.
-func parseModelList(v any) ([]modelSpec, error) {
+func parseModelList(v any, dir string) ([]modelSpec, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) == 0 {
 		return nil, errors.New("models must be a list of {name, path} or {name, hf} entries")
@@ -111,6 +112,12 @@ func parseModelList(v any) ([]modelSpec, error) {
 			return nil, fmt.Errorf("%s needs path or hf, one of them", where)
 		case spec.hf != "" && spec.name == "":
 			return nil, fmt.Errorf("%s needs a name: a pulled file's name is not known before it is pulled", where)
+		}
+		// A config file's paths are the file's: relative ones are taken
+		// from its directory.
+		spec.path, spec.adapterDir = relativeTo(dir, spec.path), relativeTo(dir, spec.adapterDir)
+		if t := relativeTo(dir, spec.chatTemplate); t != spec.chatTemplate && fileExists(t) {
+			spec.chatTemplate = t
 		}
 		if spec.hf != "" {
 			if _, err := hub.ParseRef(spec.hf); err != nil {
@@ -246,10 +253,19 @@ func (s *servedModel) load() (session.LoadedEngine, error) {
 // returns, also on an error.
 func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, srv *api.Server) ([]*servedModel, error) {
 	var served []*servedModel
+	several := len(c.models) > 1
 	for _, spec := range c.models {
 		sm, err := openServeModel(ctx, c, spec, kv)
 		if err != nil {
-			return served, err
+			if !several || ctx.Err() != nil {
+				return served, err
+			}
+			// One model of several that cannot be opened is reported, and
+			// the others are served.
+			id := specID(spec)
+			logger.Error().Str("model", id).Err(err).Msg("the model cannot be opened; the other models are served")
+			srv.AddFailedModel(id, err.Error())
+			continue
 		}
 		if lora := c.llamaCompat.lora; len(lora) > 0 && len(served) == 0 {
 			// llama-server's --lora: the first model's requests run with it
@@ -268,9 +284,17 @@ func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, 
 	if c.maxLoaded > 0 {
 		preload = min(preload, c.maxLoaded)
 	}
+	if len(served) == 0 {
+		return served, fmt.Errorf("none of the %d models can be opened", len(c.models))
+	}
 	for _, sm := range served[:preload] {
 		if err := srv.LoadModel(ctx, sm.api.ID); err != nil {
-			return served, err
+			if !several || ctx.Err() != nil {
+				return served, err
+			}
+			// It stays a model on demand: a request tries again.
+			logger.Error().Str("model", sm.api.ID).Err(err).Msg("the model cannot be loaded; the other models are served")
+			continue
 		}
 		logger.Info().Str("model", sm.api.ID).Int("parallel", c.parallel).Msg("model ready")
 		// /health is ok once the first model is loaded; the others follow.
@@ -393,4 +417,30 @@ func openAdapters(c *serveConfig, dir string, s *servedModel) error {
 		startMicroLoRA(&c.micro, s)
 	}
 	return nil
+}
+
+// relativeTo is path taken from dir when it is relative (and not empty).
+func relativeTo(dir, path string) string {
+	if path == "" || dir == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// fileExists reports whether path names a file.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
+
+// specID is the id a models entry would be served under, for reporting
+// one that cannot be opened.
+func specID(spec modelSpec) string {
+	switch {
+	case spec.name != "":
+		return spec.name
+	case spec.path != "":
+		return strings.TrimSuffix(filepath.Base(spec.path), ".gguf")
+	}
+	return spec.hf
 }
