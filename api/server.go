@@ -170,7 +170,7 @@ func New(o Options) *Server {
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	s.anthropic = &anthropic.API{Models: s.models, OnFailure: s.logFailure,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
-	s.llama = &llamacpp.API{Models: s.models, Version: o.Version, Slots: o.Slots, SlotSavePath: o.SlotSavePath, OnFailure: s.logFailure}
+	s.llama = &llamacpp.API{Models: s.models, Version: o.Version, Slots: o.Slots, SlotSavePath: o.SlotSavePath, WebUI: !o.NoWebUI, OnFailure: s.logFailure}
 	s.handler = s.routes()
 	return s
 }

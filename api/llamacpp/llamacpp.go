@@ -22,6 +22,9 @@ type API struct {
 	// from (llama-server's --slot-save-path); "" turns the actions off
 	// (501).
 	SlotSavePath string
+	// WebUI says the server serves its chat page at /, which /props
+	// reports as llama-server does.
+	WebUI bool
 	// OnFailure, when set, is told of a handler's failure that is the
 	// server's own (a 500), for the log.
 	OnFailure func(r *http.Request, err error)

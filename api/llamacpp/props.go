@@ -124,11 +124,12 @@ func (a *API) props(w http.ResponseWriter, r *http.Request) error {
 		"endpoint_slots":              a.Slots,
 		"endpoint_props":              false,
 		"endpoint_metrics":            true,
-		"webui":                       false,
+		"webui":                       a.WebUI,
 		"chat_template":               tmpl,
 		"bos_token":                   piece(v.BOS),
 		"eos_token":                   piece(v.EOS),
 		"build_info":                  a.Version,
+		"version":                     a.Version,
 	})
 	return nil
 }
