@@ -13,8 +13,10 @@
 // element-wise Add, HadamardProd, Square, InverseSqrt, Sigmoid, Tanh, Log,
 // LogSoftMax/SoftMax along an axis, Slice, Concat, Transpose and Sum; Grad
 // (symbolic differentiation) and the TapeMachine that runs a graph and its
-// gradients; AdamSolver over our own ValueGrad parameters; and the Op and
-// SDOp interfaces for our own ops (attention, frozen linear layers, ggml's
-// table GELU). Broadcasting is written as outer products rather than with
-// Gorgonia's broadcast ops.
+// gradients; and the Op and SDOp interfaces for our own ops (attention,
+// frozen linear layers, ggml's table GELU). Broadcasting is written as
+// outer products rather than with Gorgonia's broadcast ops. Adam is our
+// own, so that its moments are saved with an adapter. Every graph also
+// runs in float64, in which the gradient check (gradcheck_test.go)
+// compares its gradients with finite differences.
 package gorgonia

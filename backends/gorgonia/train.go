@@ -135,25 +135,34 @@ func (o *TrainOptions) fill() {
 	}
 }
 
-// param is one factor of the adapter, At (in, rank) or Bt (rank, out), as
-// Adam updates it: a gorgonia ValueGrad whose gradient each step copies in.
+// param is one factor of the adapter, At (in, rank) or Bt (rank, out),
+// with what the optimiser and the penalty keep of it.
 type param struct {
-	value, grad *tensor.Dense
+	// value holds the factor, the tensor the graphs' adapter nodes hold
+	// (F64 in a trainer checking gradients, F32 otherwise); grad its
+	// gradient, of the last step's loss.
+	value *tensor.Dense
+	grad  []float32
+	// m and v are Adam's first and second moment estimates.
+	m, v []float32
 	// anchor and weight are θ* and w of the penalty, nil without one.
 	anchor, weight []float32
 	// fisher sums squared gradients since the last Consolidate.
 	fisher []float32
 }
 
-func (p *param) Value() G.Value         { return p.value }
-func (p *param) Grad() (G.Value, error) { return p.grad, nil }
-func (p *param) data() []float32        { return p.value.Data().([]float32) }
-func (p *param) gradData() []float32    { return p.grad.Data().([]float32) }
-func newParam(rows, cols int, data []float32) *param {
-	return &param{
-		value: tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data)),
-		grad:  tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(make([]float32, rows*cols))),
+func (p *param) data() []float32 { return p.value.Data().([]float32) }
+
+func newParam(rows, cols int, data []float32, dt tensor.Dtype) *param {
+	p := &param{grad: make([]float32, rows*cols), m: make([]float32, rows*cols), v: make([]float32, rows*cols)}
+	if dt == tensor.Float64 {
+		d := make([]float64, len(data))
+		convert(d, data)
+		p.value = tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))
+	} else {
+		p.value = tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data))
 	}
+	return p
 }
 
 // update is one target's factors.
@@ -169,8 +178,11 @@ type Trainer struct {
 	m       *Model
 	opt     TrainOptions
 	updates []*update // sorted by target name
-	params  []G.ValueGrad
-	solver  *G.AdamSolver
+	params  []*param
+	// dt is the element type of the graphs: F32, or F64 in a trainer
+	// made to check gradients (gradcheck_test.go), which only computes
+	// losses and gradients.
+	dt tensor.Dtype
 	// kl is KTO's running reference point z.
 	kl float64
 	// Steps counts the optimiser steps taken.
@@ -194,7 +206,7 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x7a11))
-	tr := &Trainer{m: m, opt: o}
+	tr := &Trainer{m: m, opt: o, dt: tensor.Float32}
 	for _, name := range names {
 		l := m.targets[name]
 		at := make([]float32, l.in*o.Rank)
@@ -211,8 +223,13 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 // TrainerFrom continues training adapter a on m; o's Rank, Alpha and
 // Targets are taken from a.
 func TrainerFrom(m *Model, a *lora.Adapter, o TrainOptions) (*Trainer, error) {
+	return trainerFrom(m, a, o, tensor.Float32)
+}
+
+// trainerFrom is TrainerFrom with graphs computing in dt.
+func trainerFrom(m *Model, a *lora.Adapter, o TrainOptions, dt tensor.Dtype) (*Trainer, error) {
 	o.fill()
-	tr := &Trainer{m: m, opt: o}
+	tr := &Trainer{m: m, opt: o, dt: dt}
 	for _, t := range a.Targets() {
 		l, ok := m.targets[t.Name]
 		if !ok || l.in != t.In || l.out != t.Out {
@@ -228,7 +245,7 @@ func TrainerFrom(m *Model, a *lora.Adapter, o TrainOptions) (*Trainer, error) {
 
 func (tr *Trainer) add(l *linear, at, bt []float32, scale float32) {
 	r := len(at) / l.in
-	tr.updates = append(tr.updates, &update{target: l, at: newParam(l.in, r, at), bt: newParam(r, l.out, bt), scale: scale})
+	tr.updates = append(tr.updates, &update{target: l, at: newParam(l.in, r, at, tr.dt), bt: newParam(r, l.out, bt, tr.dt), scale: scale})
 }
 
 func (tr *Trainer) finish() {
@@ -236,7 +253,6 @@ func (tr *Trainer) finish() {
 	for _, u := range tr.updates {
 		tr.params = append(tr.params, u.at, u.bt)
 	}
-	tr.solver = G.NewAdamSolver(G.WithLearnRate(tr.opt.LearningRate))
 	tr.graphs = map[string]*stepGraph{}
 }
 
@@ -424,17 +440,13 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 	}
 	loss += tr.penalize()
 	for _, p := range tr.params {
-		pp := p.(*param)
-		for i, g := range pp.gradData() {
+		for i, g := range p.grad {
 			if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
 				return 0, fmt.Errorf("gorgonia: the gradient is not finite (entry %d)", i)
 			}
 		}
 	}
-	if err := tr.solver.Step(tr.params); err != nil {
-		return 0, err
-	}
-	tr.Steps++
+	tr.adam()
 	if obj == KTO {
 		tr.updateKL(batch)
 	}
@@ -448,7 +460,7 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 // graphs of each rather than compiling one of the combination.
 func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
 	for _, p := range tr.params {
-		clear(p.(*param).gradData())
+		clear(p.grad)
 	}
 	loss := 0.0
 	w := 1 / float32(len(batch))
@@ -459,16 +471,15 @@ func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
 		}
 		loss += out[0] / float64(len(batch))
 		for j, g := range grads {
-			kernels.Axpy(w, g, tr.params[j].(*param).gradData())
+			kernels.Axpy(w, g.Data().([]float32), tr.params[j].grad)
 		}
 	}
 	for _, p := range tr.params {
-		pp := p.(*param)
-		if pp.fisher == nil {
-			pp.fisher = make([]float32, len(pp.gradData()))
+		if p.fisher == nil {
+			p.fisher = make([]float32, len(p.grad))
 		}
-		for j, x := range pp.gradData() {
-			pp.fisher[j] += x * x
+		for j, x := range p.grad {
+			p.fisher[j] += x * x
 		}
 	}
 	tr.fisherN++
@@ -507,11 +518,11 @@ func (tr *Trainer) penalize() float64 {
 	lambda := tr.opt.Lambda
 	pen := 0.0
 	for _, p := range tr.params {
-		pp := p.(*param)
+		pp := p
 		if pp.anchor == nil {
 			continue
 		}
-		g := pp.gradData()
+		g := pp.grad
 		for i, x := range pp.data() {
 			d := float64(x - pp.anchor[i])
 			w := 1.0
@@ -543,7 +554,7 @@ func (tr *Trainer) Consolidate() {
 	}
 	total, count := 0.0, 0
 	for _, p := range tr.params {
-		pp := p.(*param)
+		pp := p
 		pp.anchor = slices.Clone(pp.data())
 		for _, f := range pp.fisher {
 			total += float64(f)
@@ -552,7 +563,7 @@ func (tr *Trainer) Consolidate() {
 	}
 	mean := total / float64(max(count, 1))
 	for _, p := range tr.params {
-		pp := p.(*param)
+		pp := p
 		pp.weight = nil
 		if tr.opt.Penalty == EWC && mean > 0 {
 			pp.weight = make([]float32, len(pp.data()))
@@ -565,4 +576,28 @@ func (tr *Trainer) Consolidate() {
 		clear(pp.fisher)
 	}
 	tr.fisherN = 0
+}
+
+// The optimiser is Adam (Kingma and Ba, 2015) with Gorgonia's AdamSolver's
+// constants, written out so that its moments are the trainer's own state,
+// saved with the adapter (TrainState) and restored with it.
+const adamBeta1, adamBeta2, adamEps = 0.9, 0.999, 1e-8
+
+// adam takes one step on every param by its grad: the moments move
+// towards the gradient and its square, and each factor by −lr·m̂/(√v̂ + ε),
+// m̂ and v̂ the moments corrected for their zero start.
+func (tr *Trainer) adam() {
+	tr.Steps++
+	t := float64(tr.Steps)
+	c1, c2 := 1-math.Pow(adamBeta1, t), 1-math.Pow(adamBeta2, t)
+	lr := tr.opt.LearningRate
+	for _, p := range tr.params {
+		w := p.data()
+		for i, g := range p.grad {
+			m := adamBeta1*float64(p.m[i]) + (1-adamBeta1)*float64(g)
+			v := adamBeta2*float64(p.v[i]) + (1-adamBeta2)*float64(g)*float64(g)
+			p.m[i], p.v[i] = float32(m), float32(v)
+			w[i] -= float32(lr * (m / c1) / (math.Sqrt(v/c2) + adamEps))
+		}
+	}
 }
