@@ -23,10 +23,11 @@ import (
 type termKind int
 
 const (
-	termScore termKind = iota // the log-probabilities of its sequences
-	termSFT                   // scalars[0]·log p: −1/len(completion)·log p
-	termDPO                   // softplus(−β·((log p₀ − log p₁) − scalars[0]))
-	termKTO                   // 1 − σ(β·scalars[2]·((log p − scalars[0]) − scalars[1]))
+	termScore  termKind = iota // the log-probabilities of its sequences
+	termSFT                    // scalars[0]·log p: −1/len(completion)·log p
+	termDPO                    // softplus(−β·((log p₀ − log p₁) − scalars[0]))
+	termKTO                    // 1 − σ(β·scalars[2]·((log p − scalars[0]) − scalars[1]))
+	termMargin                 // max(0, scalars[0] − (log p₀ − log p₁))
 )
 
 // term is one term of an example's loss: its kind, the sequences (prompt,
@@ -45,6 +46,10 @@ func (tr *Trainer) plan(obj Objective, ex *Scored) []term {
 	case DPO:
 		return []term{{kind: termDPO, seqs: [][2][]tokenizer.ID{{ex.Prompt, ex.Chosen}, {ex.Prompt, ex.Rejected}},
 			scalars: []float32{float32(ex.RefChosen - ex.RefRejected)}}}
+	case Margin:
+		target := tr.opt.Margin + max(0, ex.RefChosen-ex.RefRejected)
+		return []term{{kind: termMargin, seqs: [][2][]tokenizer.ID{{ex.Prompt, ex.Chosen}, {ex.Prompt, ex.Rejected}},
+			scalars: []float32{float32(target)}}}
 	}
 	var terms []term
 	if ex.Rating >= 0 && len(ex.Chosen) > 0 {
@@ -192,6 +197,8 @@ func (tr *Trainer) compile(terms [][]term, adapter, grad bool) (*stepGraph, erro
 				case termDPO:
 					z := must(G.Sub(must(G.Sub(lps[0], lps[1])), sc[0]))
 					l = must(G.Softplus(must(G.Mul(z, gr.constant(-beta)))))
+				case termMargin:
+					l = must(G.Rectify(must(G.Sub(sc[0], must(G.Sub(lps[0], lps[1]))))))
 				case termKTO:
 					d := must(G.Mul(must(G.Sub(must(G.Sub(lps[0], sc[0])), sc[1])), sc[2]))
 					l = must(G.Sub(gr.constant(1), must(G.Sigmoid(must(G.Mul(d, gr.constant(beta)))))))

@@ -35,15 +35,29 @@ const (
 	// 1 − σ(β·(z − log π/π_ref(y))) for a bad one, z the running estimate
 	// of the adapter's KL from the base (clamped at 0, not differentiated).
 	KTO Objective = "kto"
+	// Margin is a hinge on the adapter's own margin of a preference pair,
+	// m = log π(c) − log π(r): max(0, γ + max(0, m_ref) − m), m_ref the
+	// base model's margin and γ TrainOptions.Margin. A pair the base gets
+	// wrong (m_ref < 0) trains until the adapter prefers the chosen by γ
+	// nats, however wrong the base was (SLiC's hinge, Zhao et al., 2023);
+	// one the base gets right, until the adapter prefers it by γ more than
+	// the base does (the hinge form of DPO, Liu et al., 2024). A pair that
+	// meets its target has no gradient, and a step of no gradient leaves
+	// the adapter and the optimiser as they are: feedback moves the model
+	// as far as it asks and no further. DPO's logistic loss fades after a
+	// few nats of change whatever the margin (with β 1 a preference held
+	// at −6 nats rose to −0.4 in 32 steps), and keeps pushing preferences
+	// already won (docs/microlora.md).
+	Margin Objective = "margin"
 )
 
 // ParseObjective reads an objective's name.
 func ParseObjective(s string) (Objective, error) {
 	switch o := Objective(strings.ToLower(s)); o {
-	case SFT, DPO, KTO:
+	case SFT, DPO, KTO, Margin:
 		return o, nil
 	}
-	return "", fmt.Errorf("unknown objective %q (sft, dpo or kto)", s)
+	return "", fmt.Errorf("unknown objective %q (sft, dpo, margin or kto)", s)
 }
 
 // Penalty keeps the adapter near what it learned before, so that learning
@@ -109,6 +123,8 @@ type TrainOptions struct {
 	Lambda  float64
 	// Seed makes A's random start reproducible.
 	Seed uint64
+	// Margin is γ of the Margin objective, in nats; 0 means 2.
+	Margin float64
 }
 
 func (o *TrainOptions) fill() {
@@ -132,6 +148,9 @@ func (o *TrainOptions) fill() {
 	}
 	if o.Lambda == 0 {
 		o.Lambda = 1
+	}
+	if o.Margin == 0 {
+		o.Margin = 2
 	}
 }
 
@@ -221,13 +240,17 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 }
 
 // TrainerFrom continues training adapter a on m; o's Rank, Alpha and
-// Targets are taken from a.
+// Targets are taken from a, and the trainer's state (optimiser, penalty)
+// from a.Training.State when a carries one (State), so that training
+// continues exactly where it stopped. A state that does not fit a's
+// factors is an error wrapping lora.ErrInvalid.
 func TrainerFrom(m *Model, a *lora.Adapter, o TrainOptions) (*Trainer, error) {
-	return trainerFrom(m, a, o, tensor.Float32)
+	return trainerFrom(m, a, o, tensor.Float32, true)
 }
 
-// trainerFrom is TrainerFrom with graphs computing in dt.
-func trainerFrom(m *Model, a *lora.Adapter, o TrainOptions, dt tensor.Dtype) (*Trainer, error) {
+// trainerFrom is TrainerFrom with graphs computing in dt, restoring the
+// trainer state a carries (a.Training.State) when restore is set.
+func trainerFrom(m *Model, a *lora.Adapter, o TrainOptions, dt tensor.Dtype, restore bool) (*Trainer, error) {
 	o.fill()
 	tr := &Trainer{m: m, opt: o, dt: dt}
 	for _, t := range a.Targets() {
@@ -240,7 +263,86 @@ func trainerFrom(m *Model, a *lora.Adapter, o TrainOptions, dt tensor.Dtype) (*T
 	}
 	tr.opt.Alpha = a.Alpha
 	tr.finish()
+	if restore && a.Training != nil && a.Training.State != nil {
+		if err := tr.restore(a.Training.State); err != nil {
+			return nil, fmt.Errorf("gorgonia: adapter %q: %w: %w", a.Name, lora.ErrInvalid, err)
+		}
+	}
 	return tr, nil
+}
+
+// The trainer's state saved with an adapter (lora.TrainState): per factor
+// (NAME.a and NAME.b, NAME the target's GGUF name) Adam's moments (.m,
+// .v), the Fisher sums since the last Consolidate (.fisher) and the
+// penalty's anchor and weights (.anchor, .weight) when it has them; and
+// the scalars adam.step, fisher.n and kto.kl.
+const (
+	stateStep    = "adam.step"
+	stateFisherN = "fisher.n"
+	stateKL      = "kto.kl"
+)
+
+// stateArrays are the arrays of a param's state by their key suffix.
+func (p *param) stateArrays() map[string]*[]float32 {
+	return map[string]*[]float32{".m": &p.m, ".v": &p.v, ".fisher": &p.fisher, ".anchor": &p.anchor, ".weight": &p.weight}
+}
+
+// paramNames names the params as the state does.
+func (tr *Trainer) paramNames() []string {
+	names := make([]string, 0, len(tr.params))
+	for _, u := range tr.updates {
+		names = append(names, u.target.name+".a", u.target.name+".b")
+	}
+	return names
+}
+
+// State is a copy of the trainer's state beside the factors: what
+// TrainerFrom needs of an adapter to continue training exactly where this
+// trainer is, rather than with a new optimiser and penalty.
+func (tr *Trainer) State() *lora.TrainState {
+	st := &lora.TrainState{Arrays: map[string][]float32{}, Scalars: map[string]float64{
+		stateStep: float64(tr.Steps), stateFisherN: float64(tr.fisherN), stateKL: tr.kl,
+	}}
+	for i, name := range tr.paramNames() {
+		for suffix, xs := range tr.params[i].stateArrays() {
+			if *xs != nil {
+				st.Arrays[name+suffix] = slices.Clone(*xs)
+			}
+		}
+	}
+	return st
+}
+
+// restore sets the trainer's state from st, refusing arrays of other
+// sizes than the factors' or of factors it does not have.
+func (tr *Trainer) restore(st *lora.TrainState) error {
+	known := map[string]bool{}
+	for i, name := range tr.paramNames() {
+		p := tr.params[i]
+		for suffix, xs := range p.stateArrays() {
+			key := name + suffix
+			known[key] = true
+			v, ok := st.Arrays[key]
+			if !ok {
+				continue
+			}
+			if len(v) != len(p.grad) {
+				return fmt.Errorf("the trainer state %s has %d values for a factor of %d", key, len(v), len(p.grad))
+			}
+			*xs = slices.Clone(v)
+		}
+	}
+	for key := range st.Arrays {
+		if !known[key] {
+			return fmt.Errorf("the trainer state %s names no factor of the adapter", key)
+		}
+	}
+	step, fisherN := st.Scalars[stateStep], st.Scalars[stateFisherN]
+	if step < 0 || step != math.Trunc(step) || fisherN < 0 || fisherN != math.Trunc(fisherN) {
+		return fmt.Errorf("the trainer state's counts %v and %v are not counts", step, fisherN)
+	}
+	tr.Steps, tr.fisherN, tr.kl = int(step), int(fisherN), st.Scalars[stateKL]
+	return nil
 }
 
 func (tr *Trainer) add(l *linear, at, bt []float32, scale float32) {
@@ -356,8 +458,8 @@ func (tr *Trainer) checkExample(obj Objective, ex *Example) error {
 		return fmt.Errorf("gorgonia: an example of %d tokens is longer than the context of %d", len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)), tr.m.cfg.ContextLength)
 	case obj == SFT && len(ex.Chosen) == 0:
 		return errors.New("gorgonia: SFT needs a chosen completion")
-	case obj == DPO && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
-		return errors.New("gorgonia: DPO needs a chosen and a rejected completion")
+	case (obj == DPO || obj == Margin) && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
+		return fmt.Errorf("gorgonia: %s needs a chosen and a rejected completion", obj)
 	case obj == KTO && ex.Rating > 0 && len(ex.Chosen) == 0, obj == KTO && ex.Rating < 0 && len(ex.Rejected) == 0:
 		return errors.New("gorgonia: KTO needs the rated completion")
 	case obj == KTO && ex.Rating == 0 && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
@@ -429,7 +531,7 @@ func (tr *Trainer) Prepare(obj Objective, ex Example) (Scored, error) {
 
 // Step takes one Adam step on the mean loss of the examples (prepared for
 // obj) plus the penalty, and returns that loss (the objective's mean and
-// the penalty).
+// the penalty). A loss of no gradient (anyGradient) takes no step.
 func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error) {
 	if len(batch) == 0 {
 		return 0, errors.New("gorgonia: a step needs examples")
@@ -446,7 +548,9 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 			}
 		}
 	}
-	tr.adam()
+	if tr.anyGradient() {
+		tr.adam()
+	}
 	if obj == KTO {
 		tr.updateKL(batch)
 	}
@@ -576,6 +680,21 @@ func (tr *Trainer) Consolidate() {
 		clear(pp.fisher)
 	}
 	tr.fisherN = 0
+}
+
+// anyGradient reports whether any factor has a gradient: a step without
+// one (a Margin batch whose pairs all meet their targets, no penalty) is
+// not taken, so that Adam's momentum does not carry the adapter past what
+// the feedback asked for.
+func (tr *Trainer) anyGradient() bool {
+	for _, p := range tr.params {
+		for _, g := range p.grad {
+			if g != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The optimiser is Adam (Kingma and Ba, 2015) with Gorgonia's AdamSolver's

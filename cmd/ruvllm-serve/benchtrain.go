@@ -51,7 +51,7 @@ func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, k
 	for i, it := range set.Train {
 		examples[i] = it.example(m.Tokenizer)
 	}
-	if err := micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.DPO, Example: examples[0]}); err != nil {
+	if err := micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.Margin, Example: examples[0]}); err != nil {
 		return res, err
 	}
 	for !micro.Idle() {
@@ -72,7 +72,7 @@ func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, k
 						default:
 						}
 						if micro.Idle() {
-							micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.DPO, Example: examples[i%len(examples)]})
+							micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.Margin, Example: examples[i%len(examples)]})
 						}
 						time.Sleep(time.Millisecond)
 					}

@@ -114,7 +114,8 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("train-lora", "--model M --data PAIRS.json --objective dpo|sft|kto [--rank 2] [--steps N] --out A.gguf")
 	src := addModelFlags(fs)
 	data := fs.String("data", "", "training data: {\"train\": [{prompt, chosen, rejected} or {prompt, completion, rating}], \"eval\": [...]}, or a list of examples")
-	objective := fs.String("objective", "dpo", "dpo (chosen/rejected pairs against the frozen base), sft (the chosen completions) or kto (rated completions; a pair is one good and one bad)")
+	objective := fs.String("objective", "dpo", "dpo (chosen/rejected pairs against the frozen base), margin (a hinge on the adapter's own margin of each pair, --margin), sft (the chosen completions) or kto (rated completions; a pair is one good and one bad)")
+	margin := fs.Float64("margin", 2, "with --objective margin: γ, the nats by which a pair's chosen must win (beyond the base's margin when the base already prefers it)")
 	rank := fs.Int("rank", 2, "rank of every update")
 	alpha := fs.Float64("alpha", 0, "lora_alpha (default: 2 × rank)")
 	targets := fs.String("targets", "down", "layers to update: roles of every block (q,k,v,o,gate,up,down or GGUF names) or all")
@@ -143,8 +144,8 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: --penalty: %v", errUsage, err)
 	}
-	if *steps < 1 || *batch < 1 || *rank < 1 || *lr <= 0 {
-		return fmt.Errorf("%w: --steps, --batch, --rank and --lr must be positive", errUsage)
+	if *steps < 1 || *batch < 1 || *rank < 1 || *lr <= 0 || *margin <= 0 {
+		return fmt.Errorf("%w: --steps, --batch, --rank, --lr and --margin must be positive", errUsage)
 	}
 	if pen != gorgonia.NoPenalty && *init == "" {
 		return fmt.Errorf("%w: --penalty keeps the adapter near --init: give it", errUsage)
@@ -163,7 +164,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	o := gorgonia.TrainOptions{Rank: *rank, Alpha: float32(*alpha), Targets: strings.Split(*targets, ","),
-		LearningRate: *lr, Beta: *beta, Penalty: pen, Lambda: *lambda, Seed: *seed}
+		LearningRate: *lr, Beta: *beta, Penalty: pen, Lambda: *lambda, Seed: *seed, Margin: *margin}
 	var tr *gorgonia.Trainer
 	if *init != "" {
 		a, err := lora.Load(*init, m.Config, m.File)
