@@ -101,7 +101,10 @@ type Example struct {
 // of every block's ffn_down with β 1 and a learning rate of 1e-3: on
 // stories260K and three name preferences (README, "MicroLoRA") that moved
 // the margin 6–8 nats in 32 DPO steps with perplexity within +1.7%, where
-// q and v moved it 3–5 nats for +2.5% and all layers 4–7 nats for +1.4%.
+// q and v moved it 3–5 nats for +2.5% and all layers 4–7 nats for +1.4%;
+// and Margin's γ is 2 nats, which kept the held-out margins of 13
+// preference sets above 0.7 nats, where γ 1.5 left 0.6 and γ 3 cost more
+// perplexity on every set (docs/microlora.md).
 type TrainOptions struct {
 	// Rank of every update; 0 means 2.
 	Rank int
