@@ -3,7 +3,7 @@
 // the dequantizers that read the weights, which serves (it implements
 // backends.Backend, registered as "gorgonia") and checks the native one;
 // and, through Gorgonia's symbolic differentiation, the trainer of LoRA
-// adapters with the base model frozen (SFT, DPO, KTO objectives, Adam),
+// adapters with the base model frozen (SFT, DPO, Margin, KTO objectives, Adam),
 // including MicroLoRA adapters trained online from feedback.
 //
 // It is the only package that imports gorgonia.org/gorgonia (v0.9.18, the
