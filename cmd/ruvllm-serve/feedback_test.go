@@ -381,3 +381,47 @@ func TestFeedbackRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainLoRA runs train-lora on the tiny llama with familyPreferences'
+// pairs under each pair objective, shuffled and in the file's order: it
+// reports the held-out margin before and after, and writes an adapter that
+// loads; a margin that is not positive is refused.
+func TestTrainLoRA(t *testing.T) {
+	model := testmodel.Synth(t, "tiny-llama3", "F32")
+	data := filepath.Join(t.TempDir(), "blue.json")
+	b, _ := json.Marshal(familyPreferences())
+	if err := os.WriteFile(data, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"margin in order", []string{"--objective", "margin", "--in-order"}, 0, "margin after"},
+		{"dpo shuffled", []string{"--objective", "dpo"}, 0, "margin after"},
+		{"kto", []string{"--objective", "kto", "--margin", "3"}, 0, "margin after"},
+		{"margin of 0", []string{"--objective", "margin", "--margin", "0"}, 2, "--margin must be positive"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "a.gguf")
+			stdout, stderr, code := run(t, append([]string{"train-lora", "--model", model, "--data", data, "--steps", "3", "--batch", "1", "--out", out}, c.args...)...)
+			if code != c.code || !strings.Contains(stdout+stderr, c.want) {
+				t.Fatalf("exit %d, %s%s; want exit %d mentioning %q", code, stdout, stderr, c.code, c.want)
+			}
+			if code != 0 {
+				return
+			}
+			m := testmodel.Load(t, model)
+			a, err := lora.Load(out, m.Config, m.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Targets()) != m.Config.Layers || a.Training != nil {
+				t.Errorf("the adapter has %d targets (want one ffn_down a block, %d) and training state %+v", len(a.Targets()), m.Config.Layers, a.Training)
+			}
+		})
+	}
+}

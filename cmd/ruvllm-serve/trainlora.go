@@ -129,6 +129,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	anchorData := fs.String("anchor-data", "", "examples --init was trained on, for the EWC weights (default: --data)")
 	evalData := fs.String("eval", "", "report the margin on this file's eval examples (default: --data's)")
 	seed := fs.Uint64("seed", 1, "seed of the adapter's start and of the order of examples")
+	inOrder := fs.Bool("in-order", false, "take the examples in the file's order, as feedback arriving one by one trains a MicroLoRA, rather than shuffled")
 	out := fs.String("out", "", "GGUF LoRA file to write")
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
@@ -219,14 +220,24 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "margin before: %.4f nats (mean log p(chosen) − log p(rejected) over %d eval examples)\n", before, len(evalItems))
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0xdada))
-	order := rng.Perm(len(train))
+	perm := func() []int {
+		if *inOrder {
+			order := make([]int, len(train))
+			for i := range order {
+				order[i] = i
+			}
+			return order
+		}
+		return rng.Perm(len(train))
+	}
+	order := perm()
 	start := time.Now()
 	next := 0
 	for step := range *steps {
 		b := make([]gorgonia.Scored, 0, *batch)
 		for len(b) < min(*batch, len(train)) {
 			if next == len(order) {
-				order, next = rng.Perm(len(train)), 0
+				order, next = perm(), 0
 			}
 			b = append(b, train[order[next]])
 			next++
