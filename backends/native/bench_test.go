@@ -208,3 +208,48 @@ func BenchmarkRepack(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBatch measures the cost of a decode step of n sequences (a token
+// each, as a server decoding n requests at once) against a step of one, on
+// two threads: each iteration runs a step of one sequence and a step of n,
+// one after the other, so that the machine's drift hits both alike. It
+// reports ms per step of each and x-one, the n-step's time over the
+// one-step's (n/x-one is what n streams gain over one).
+func BenchmarkBatch(b *testing.B) {
+	const ctx = 256
+	for _, shape := range []string{"llama-134m", "tinyllama-1.1b"} {
+		for _, ft := range []string{"Q4_0", "Q4_K_M", "Q8_0"} {
+			b.Run(shape+"-"+ft, func(b *testing.B) {
+				be, _, _ := openFile(b, testmodel.Synth(b, shape, ft), backends.Options{Threads: 2, KVTokens: 32 * ctx})
+				vocab := be.Model().VocabSize
+				var steps []backends.Step
+				for range 17 {
+					s := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
+					b.Cleanup(func() { s.Close() })
+					steps = append(steps, backends.Step{Seq: s, Tokens: []tokenizer.ID{1}, Logits: make([]float32, vocab)})
+				}
+				for _, n := range []int{2, 4, 8, 16} {
+					b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+						one, many := steps[:1], steps[1:1+n]
+						var took [2]time.Duration
+						for b.Loop() {
+							for i, batch := range [][]backends.Step{one, many} {
+								for _, st := range batch {
+									if st.Seq.Len() == ctx {
+										st.Seq.Reset()
+									}
+								}
+								start := time.Now()
+								forward(b, be, batch...)
+								took[i] += time.Since(start)
+							}
+						}
+						b.ReportMetric(took[0].Seconds()*1e3/float64(b.N), "ms/step-1")
+						b.ReportMetric(took[1].Seconds()*1e3/float64(b.N), "ms/step-n")
+						b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "x-one")
+					})
+				}
+			})
+		}
+	}
+}
