@@ -14,11 +14,11 @@ import "fmt"
 // panic.
 func MatMulInterleaved(p *Pool, t DType, packed []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) {
 	size, need := InterleavedBytes(t, rows, cols), MatScratchBytes(t, cols, n)
-	if size < 0 || n < 1 || len(packed) < size || len(x) < n*cols || len(out) < n*rows || len(scratch) < need {
+	if size < 0 || n < 0 || len(packed) < size || len(x) < n*cols || len(out) < n*rows || len(scratch) < need {
 		panic(fmt.Sprintf("kernels: MatMulInterleaved of %v (%d, %d) × %d tokens: got %d weight bytes (need %d), %d inputs, %d outputs, %d scratch bytes (%d)",
 			t, rows, cols, n, len(packed), size, len(x), len(out), len(scratch), need))
 	}
-	if rows == 0 {
+	if rows == 0 || n == 0 {
 		return
 	}
 	tr, _ := TraitsOf(t)
