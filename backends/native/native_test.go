@@ -456,7 +456,6 @@ func batchOf5(t *testing.T, b *Backend) []float32 {
 	return logits
 }
 
-
 // countPacked is the number of matrices of w with a packed copy.
 func countPacked(w *weights) int {
 	n := 0
