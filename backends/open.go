@@ -53,7 +53,7 @@ type Options struct {
 	Sparsity float64
 	// NoRepack keeps only the file's layout of the weights. By default a
 	// backend may copy some weight formats into a layout its kernels run
-	// faster on (native: Q4_0 and Q4_K, rows packed 8 at a time, which
+	// faster on (native: Q4_0, Q4_K and Q5_K, rows packed 8 at a time, which
 	// decode, batches and prompts all read, the file's pages of those
 	// matrices then dropped from memory), and may lay out
 	// again the matrices of a sparsified file that share an input (native:

@@ -23,6 +23,9 @@ func MatMulInterleaved(p *Pool, t DType, packed []byte, rows, cols int, x []floa
 	}
 	tr, _ := TraitsOf(t)
 	aRow := blockedActRowBytes(t, cols, n)
+	if aRow == 0 {
+		aRow = tr.VecDotType.RowBytes(cols)
+	}
 	q := prepJob{wt: t, at: tr.VecDotType, x: x, cols: cols, n: n, a: scratch[:n*aRow], aRow: aRow}
 	if p == nil || n == 1 {
 		for k := range n {

@@ -9,8 +9,8 @@ func gemmInterleaved(t DType, nb int, w, a []byte, aStride int, out []float32, o
 		gemmInterleavedGeneric(t, nb, w, a, aStride, out, outStride, nt)
 		return
 	}
-	if t == Q4_K {
-		gemmQ4_KInterleaved(nb, w, a, aStride, out, outStride, groups, nt)
+	if t != Q4_0 {
+		gemmKInterleaved(t, nb, w, a, aStride, out, outStride, groups, nt)
 		return
 	}
 	_ = a[(nt-1)*aStride+nb*(bytesQ8_0+8)-1]
@@ -34,23 +34,31 @@ func gemmQ4_0P8AVX2(nb int, w, a *byte, aStride int, out *float32, outStride int
 //go:noescape
 func gemmQ4_0P16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride int, pairs, nt int)
 
-// gemmQ4_KInterleaved is gemmInterleaved of Q4_K: pairs of groups with
-// AVX-512 VNNI, the rest with the one-token kernel per token.
-func gemmQ4_KInterleaved(nb int, w, a []byte, aStride int, out []float32, outStride, groups, nt int) {
+// gemmKInterleaved is gemmInterleaved of Q4_K and Q5_K: pairs of groups
+// with AVX-512 VNNI, the rest with the one-token kernel per token.
+func gemmKInterleaved(t DType, nb int, w, a []byte, aStride int, out []float32, outStride, groups, nt int) {
 	_ = a[(nt-1)*aStride+nb*bytesQ8_K-1]
 	_ = out[(nt-1)*outStride+8*groups-1]
 	g := 0
 	if vnni && groups >= 2 {
-		gemmQ4_KP16VNNI(nb, &w[0], &a[0], aStride, &out[0], outStride, groups/2, nt)
+		if t == Q4_K {
+			gemmQ4_KP16VNNI(nb, &w[0], &a[0], aStride, &out[0], outStride, groups/2, nt)
+		} else {
+			gemmQ5_KP16VNNI(nb, &w[0], &a[0], aStride, &out[0], outStride, groups/2, nt)
+		}
 		g = groups / 2 * 2
 	}
 	if g == groups {
 		return
 	}
+	gb := nb * interleavedGroupBytes(t)
 	for k := range nt {
-		gemvQ4_KP8AVX2(nb, &w[g*nb*bytesQ4_Kx8], &a[k*aStride], &out[k*outStride+8*g], groups-g)
+		gemvInterleaved(t, nb, w[g*gb:], a[k*aStride:], out[k*outStride+8*g:k*outStride+8*groups])
 	}
 }
 
 //go:noescape
 func gemmQ4_KP16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride int, pairs, nt int)
+
+//go:noescape
+func gemmQ5_KP16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride int, pairs, nt int)

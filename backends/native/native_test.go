@@ -412,7 +412,7 @@ func TestKVPoolFull(t *testing.T) {
 	}
 }
 
-// TestRepackDecodesTheSame runs Q4_0 and Q4_K models with the packed copy
+// TestRepackDecodesTheSame runs Q4_0, Q4_K and Q5_K models with the packed copy
 // of the weights (the default, which every product reads) and with the
 // file's layout only (NoRepack): a prompt, decode steps, and a batched
 // decode step of 5 sequences (a token each, after prompts of their own);
@@ -421,8 +421,10 @@ func TestRepackDecodesTheSame(t *testing.T) {
 	for _, m := range []testModel{
 		synthModel("tiny", "Q4_0", 0),
 		synthModel("tiny", "Q4_K_M", 0),
+		synthModel("tiny", "Q5_K_M", 0),
 		sharedModel(0, "models", "mini", "mini-llama-Q4_0.gguf"),
 		sharedModel(0, "models", "mini", "mini-llama-Q4_K_M.gguf"),
+		sharedModel(0, "models", "mini", "mini-llama-Q5_K_M.gguf"),
 	} {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/%dthreads", m.name, threads), func(t *testing.T) {

@@ -346,9 +346,10 @@ func (w *weights) stacks() []*stack {
 // 4 KiB base pages: the packed copies start on one (offHeapBytes).
 const hugePage = 2 << 20
 
-// repack gives every matrix of a format with a packed layout (Q4_0, Q4_K)
-// a packed copy, spread over p: decode reads it with the packed mat-vec
-// (kernels.MatVecInterleaved, about twice as fast on one thread as MatVec)
+// repack gives every matrix of a format with a packed layout (Q4_0, Q4_K,
+// Q5_K) a packed copy, spread over p: decode reads it with the packed
+// mat-vec (kernels.MatVecInterleaved, about twice as fast on one thread as
+// MatVec)
 // and batches and prompts with the packed product
 // (kernels.MatMulInterleaved), both equal to the bit to the file's kernels.
 // The copies lie in one allocation on huge pages (offHeapBytes), each on a
