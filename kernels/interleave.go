@@ -21,21 +21,21 @@ import (
 // Q4_0, 8 rows × one block = 144 bytes (bytesQ4_0x8): the 8 rows' scales as
 // halves, then for k = 0..3 the nibble bytes 4k..4k+3 of rows 0..7.
 //
-// Q4_K, 8 rows × one super-block = 1248 bytes (bytesQ4_Kx8): the 8 d, the 8
-// dmin (halves); for each sub-block j = 0..7 the 8 rows' six-bit scales,
-// each twice (16 bytes: the word multipliers of VPMADDWD); for each pair
-// i = 0..3 the 8 rows' mins 2i and 2i+1 (16 bytes); then for k = 0..3 and
-// m = 0..7 the nibble bytes 32k+4m..32k+4m+3 of rows 0..7 (32 bytes).
-
+// Q4_K, 8 rows × one super-block = 1184 bytes (bytesQ4_Kx8): the 8 d, the 8
+// dmin (halves); for each sub-block j = 0..7 the 8 rows' six-bit scales (8
+// bytes; the kernels widen each to the word pair that VPMADDWD multiplies
+// by); for each pair i = 0..3 the 8 rows' mins 2i and 2i+1 (16 bytes); then
+// for k = 0..3 and m = 0..7 the nibble bytes 32k+4m..32k+4m+3 of rows 0..7
+// (32 bytes). The copy is 1184/1152 of the file's bytes.
 //
-// Q5_K, 8 rows × one super-block = 1504 bytes (bytesQ5_Kx8): the Q4_K
+// Q5_K, 8 rows × one super-block = 1440 bytes (bytesQ5_Kx8): the Q4_K
 // layout of its scales, mins and low nibbles, then for m = 0..7 the high-bit
 // bytes 4m..4m+3 of rows 0..7 (32 bytes; bit 2k of byte l is the fifth bit
 // of the low nibble of byte l of chunk k, bit 2k+1 of its high nibble).
 
 const (
 	bytesQ4_0x8 = 8 * bytesQ4_0
-	bytesQ4_Kx8 = 224 + 8*128
+	bytesQ4_Kx8 = 160 + 8*128
 	bytesQ5_Kx8 = bytesQ4_Kx8 + 8*32
 )
 
@@ -111,15 +111,15 @@ func interleaveQ4_KRow(blk []byte, r int, src []byte) {
 	var mins [8]uint8
 	for j := range 8 {
 		sc, m := scaleMinK4(j, src[4:16])
-		blk[32+16*j+2*r], blk[32+16*j+2*r+1] = sc, sc
+		blk[32+8*j+r] = sc
 		mins[j] = m
 	}
 	for i := range 4 {
-		blk[160+16*i+2*r], blk[160+16*i+2*r+1] = mins[2*i], mins[2*i+1]
+		blk[96+16*i+2*r], blk[96+16*i+2*r+1] = mins[2*i], mins[2*i+1]
 	}
 	for k := range 4 {
 		for m := range 8 {
-			le.PutUint32(blk[224+256*k+32*m+4*r:], le.Uint32(src[16+32*k+4*m:]))
+			le.PutUint32(blk[160+256*k+32*m+4*r:], le.Uint32(src[16+32*k+4*m:]))
 		}
 	}
 }
@@ -297,20 +297,20 @@ func gemvQ4_KInterleavedGeneric(nb int, w, a []byte, out []float32) {
 				dy := q8K(y)
 				dmin := -dy * halfAt(blk, 16+2*r)
 				for i := range accM {
-					m0, m1 := int32(blk[160+16*i+2*r]), int32(blk[160+16*i+2*r+1])
+					m0, m1 := int32(blk[96+16*i+2*r]), int32(blk[96+16*i+2*r+1])
 					v := m0*(bsum(y, 4*i)+bsum(y, 4*i+1)) + m1*(bsum(y, 4*i+2)+bsum(y, 4*i+3))
 					accM[i] = fmaf(dmin, float32(v), accM[i])
 				}
 				var sums [8]int32
 				for k := range 4 {
 					for m := range 8 {
-						q := blk[224+256*k+32*m+4*r:][:4]
+						q := blk[160+256*k+32*m+4*r:][:4]
 						var lo, hi int32
 						for i, v := range q {
 							lo += int32(v&0xf) * int32(int8(y[4+64*k+4*m+i]))
 							hi += int32(v>>4) * int32(int8(y[4+64*k+32+4*m+i]))
 						}
-						sums[m] += int32(blk[32+16*(2*k)+2*r])*lo + int32(blk[32+16*(2*k+1)+2*r])*hi
+						sums[m] += int32(blk[32+8*(2*k)+r])*lo + int32(blk[32+8*(2*k+1)+r])*hi
 					}
 				}
 				accumulate8(&acc, dy*halfAt(blk, 2*r), &sums)
@@ -335,21 +335,21 @@ func gemvQ5_KInterleavedGeneric(nb int, w, a []byte, out []float32) {
 				dy := q8K(y)
 				var v [4]int32
 				for i := range v {
-					m0, m1 := int32(blk[160+16*i+2*r]), int32(blk[160+16*i+2*r+1])
+					m0, m1 := int32(blk[96+16*i+2*r]), int32(blk[96+16*i+2*r+1])
 					v[i] = m0*(bsum(y, 4*i)+bsum(y, 4*i+1)) + m1*(bsum(y, 4*i+2)+bsum(y, 4*i+3))
 				}
 				summs = fmaf(float32((v[0]+v[1])+(v[2]+v[3])), -dy*halfAt(blk, 16+2*r), summs)
 				var sums [8]int32
 				for k := range 4 {
 					for m := range 8 {
-						q := blk[224+256*k+32*m+4*r:][:4]
+						q := blk[160+256*k+32*m+4*r:][:4]
 						qh := blk[bytesQ4_Kx8+32*m+4*r:][:4]
 						var lo, hi int32
 						for i, c := range q {
 							lo += int32(c&0xf|(qh[i]>>(2*k)&1)<<4) * int32(int8(y[4+64*k+4*m+i]))
 							hi += int32(c>>4|(qh[i]>>(2*k+1)&1)<<4) * int32(int8(y[4+64*k+32+4*m+i]))
 						}
-						sums[m] += int32(blk[32+16*(2*k)+2*r])*lo + int32(blk[32+16*(2*k+1)+2*r])*hi
+						sums[m] += int32(blk[32+8*(2*k)+r])*lo + int32(blk[32+8*(2*k+1)+r])*hi
 					}
 				}
 				accumulate8(&acc, dy*halfAt(blk, 2*r), &sums)

@@ -4,7 +4,7 @@
 
 // The mat-vec of Q5_K rows packed 8 at a time (interleave.go) against a
 // Q8_K row: the Q4_K kernel (interleave_amd64.s) with each nibble given its
-// fifth bit from the high-bit bytes of its chunk (1248+32m), and the min
+// fifth bit from the high-bit bytes of its chunk (1184+32m), and the min
 // terms summed as vecDotQ5_K sums them: per super-block one integer sum of
 // the 4 min products, one VFMADD231PS into the row's min lane (at 256(SP)).
 // Lane r of every float register is row r of the group; each output rounds
@@ -37,23 +37,27 @@
 	VPMADDWD     Y9, Y11, Y11; \
 	VPADDD       Y11, Yi, Yi
 
-// PACK5_K adds sub-blocks 2k and 2k+1 (nibbles at 224+256k, activations at
-// 4+64k) to Y0-Y7.
+// PACK5_K adds sub-blocks 2k and 2k+1 (nibbles at 160+256k, activations at
+// 4+64k; scales at 32+16k and 40+16k, widened to word pairs) to Y0-Y7.
 #define PACK5_K(k, LOSH, losh, HISH, hish) \
+	PREFETCHT0 PACK5_AHEAD+160+256*k(SI); \
 	PREFETCHT0 PACK5_AHEAD+224+256*k(SI); \
 	PREFETCHT0 PACK5_AHEAD+288+256*k(SI); \
 	PREFETCHT0 PACK5_AHEAD+352+256*k(SI); \
-	PREFETCHT0 PACK5_AHEAD+416+256*k(SI); \
-	VPMOVZXBW 32+32*k(SI), Y8; \
-	VPMOVZXBW 48+32*k(SI), Y9; \
-	PACK5_M(224+256*k, 1248, 4+64*k, LOSH, losh, HISH, hish, Y0); \
-	PACK5_M(256+256*k, 1280, 8+64*k, LOSH, losh, HISH, hish, Y1); \
-	PACK5_M(288+256*k, 1312, 12+64*k, LOSH, losh, HISH, hish, Y2); \
-	PACK5_M(320+256*k, 1344, 16+64*k, LOSH, losh, HISH, hish, Y3); \
-	PACK5_M(352+256*k, 1376, 20+64*k, LOSH, losh, HISH, hish, Y4); \
-	PACK5_M(384+256*k, 1408, 24+64*k, LOSH, losh, HISH, hish, Y5); \
-	PACK5_M(416+256*k, 1440, 28+64*k, LOSH, losh, HISH, hish, Y6); \
-	PACK5_M(448+256*k, 1472, 32+64*k, LOSH, losh, HISH, hish, Y7)
+	VPMOVZXBD 32+16*k(SI), Y8; \
+	VPSLLD    $16, Y8, Y10; \
+	VPOR      Y10, Y8, Y8; \
+	VPMOVZXBD 40+16*k(SI), Y9; \
+	VPSLLD    $16, Y9, Y10; \
+	VPOR      Y10, Y9, Y9; \
+	PACK5_M(160+256*k, 1184, 4+64*k, LOSH, losh, HISH, hish, Y0); \
+	PACK5_M(192+256*k, 1216, 8+64*k, LOSH, losh, HISH, hish, Y1); \
+	PACK5_M(224+256*k, 1248, 12+64*k, LOSH, losh, HISH, hish, Y2); \
+	PACK5_M(256+256*k, 1280, 16+64*k, LOSH, losh, HISH, hish, Y3); \
+	PACK5_M(288+256*k, 1312, 20+64*k, LOSH, losh, HISH, hish, Y4); \
+	PACK5_M(320+256*k, 1344, 24+64*k, LOSH, losh, HISH, hish, Y5); \
+	PACK5_M(352+256*k, 1376, 28+64*k, LOSH, losh, HISH, hish, Y6); \
+	PACK5_M(384+256*k, 1408, 32+64*k, LOSH, losh, HISH, hish, Y7)
 
 // PACK5_ACC adds d·float(Yi) to the float lane m on the stack (Y14: d).
 #define PACK5_ACC(m, Yi) \
@@ -64,7 +68,7 @@
 
 // PACK5_MIN adds m2i·P2i + m2i+1·P2i+1 to Y0.
 #define PACK5_MIN(i) \
-	VPMOVZXBW    160+16*i(SI), Y10; \
+	VPMOVZXBW    96+16*i(SI), Y10; \
 	VPBROADCASTD (384+4*(i%2)+16*(i/2))(SP), Y11; \
 	VPMADDWD     Y11, Y10, Y10; \
 	VPADDD       Y10, Y0, Y0
@@ -72,7 +76,7 @@
 // func gemvQ5_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
 //
 // out[8g+r] for the groups g < groups of 8 packed Q5_K rows at w (nb
-// super-blocks of 1504 bytes each) against the Q8_K row at a; nb ≥ 1,
+// super-blocks of 1440 bytes each) against the Q8_K row at a; nb ≥ 1,
 // groups ≥ 1.
 TEXT ·gemvQ5_KP8AVX2(SB), NOSPLIT, $416-40
 	MOVQ         nb+0(FP), CX
@@ -102,10 +106,10 @@ k5block:
 	PREFETCHT0 PACK5_AHEAD+64(SI)
 	PREFETCHT0 PACK5_AHEAD+128(SI)
 	PREFETCHT0 PACK5_AHEAD+192(SI)
+	PREFETCHT0 PACK5_AHEAD+1184(SI)
 	PREFETCHT0 PACK5_AHEAD+1248(SI)
 	PREFETCHT0 PACK5_AHEAD+1312(SI)
 	PREFETCHT0 PACK5_AHEAD+1376(SI)
-	PREFETCHT0 PACK5_AHEAD+1440(SI)
 
 	// The pairs of block-sum pairs: P0..P3 at 384, P4..P7 at 400 (int16).
 	VMOVDQU   260(DI), Y10
@@ -161,7 +165,7 @@ k5block:
 	VFMADD231PS  Y14, Y0, Y10
 	VMOVUPS      Y10, 256(SP)
 
-	ADDQ $1504, SI
+	ADDQ $1440, SI
 	ADDQ $292, DI
 	DECQ BX
 	JNZ  k5block
