@@ -40,3 +40,18 @@ func TestGemmInterleavedAVX2MatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatMulInterleavedAVX2 is BenchmarkMatMulInterleaved with the
+// AVX-512 kernels of both sides turned off, as on a CPU with AVX2 alone:
+// Q4_0's packed tiles against the 4-row by 8-token group kernel of the
+// file's layout.
+func BenchmarkMatMulInterleavedAVX2(b *testing.B) {
+	if !quantAsm {
+		b.Skip("no AVX2 kernels on this CPU")
+	}
+	defer func(v bool, f *gemmFormat) { vnni, gemmFormats[Q4_0] = v, f }(vnni, gemmFormats[Q4_0])
+	vnni = false
+	gemmFormats[Q4_0] = &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
+		group: gemmQ4_0x4x8, groupR: 4, layout: q4Groups8}
+	benchMatMulInterleaved(b, []DType{Q4_0})
+}

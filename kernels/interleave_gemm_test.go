@@ -98,9 +98,11 @@ func TestMatMulInterleavedDoesNotAllocate(t *testing.T) {
 // by the thread's CPU time (which other work on a shared machine disturbs
 // far less than the wall clock); Gweights/s is rows·cols·n over that time,
 // x-matmul the packed product's speed over MatMul's.
-func BenchmarkMatMulInterleaved(b *testing.B) {
+func BenchmarkMatMulInterleaved(b *testing.B) { benchMatMulInterleaved(b, interleavedTypes) }
+
+func benchMatMulInterleaved(b *testing.B, types []DType) {
 	r := rand.New(rand.NewPCG(67, 68))
-	for _, dt := range interleavedTypes {
+	for _, dt := range types {
 		for _, sh := range []struct{ rows, cols int }{{2048, 2048}, {5632, 2048}, {2048, 5632}} {
 			w, _ := randMatrix(b, r, dt, sh.rows, sh.cols)
 			packed := make([]byte, InterleavedBytes(dt, sh.rows, sh.cols))
