@@ -6,7 +6,7 @@
 // weights of a block are loaded and split into nibbles once for a tile of
 // up to 4 tokens (Q4_0) or 2 (Q4_K), and each token's sums run exactly as
 // the one-token kernels' (interleave_amd64.s) in lanes of its own: every
-// output rounds as the format's VecDot. Written by a generator; the tiles
+// output rounds as the format's VecDot. Written by asmgen/q4_0_avx2.py; the tiles
 // differ only in the number of tokens.
 //
 // Token t of a tile has its activations at a + t·aStride and its outputs

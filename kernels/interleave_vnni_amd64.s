@@ -9,7 +9,7 @@
 // int32 sum, and a tile runs up to 8 tokens (in lanes of their own), so a
 // weight block is loaded and split once for 8 tokens. Each token's integer
 // sum is exact and its float work the one-token kernel's, in the same
-// order: every output rounds as vecDotQ4_0. Written by a generator; the
+// order: every output rounds as vecDotQ4_0. Written by asmgen/q4_0_vnni.py; the
 // tiles differ only in the number of tokens.
 //
 // Token t of a tile has its quants at R11 (t < 4) or R12 (t ≥ 4) plus

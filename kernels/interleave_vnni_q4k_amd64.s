@@ -14,7 +14,7 @@
 // lanes on the stack: 8 lanes acc m at 64(8t+m), 4 min lanes at
 // 4096+64(4t+i), then per token d·dy at 6144+64t, -dy·dmin at 6656+64t and
 // the pairs of block-sum pairs at 7168+32t. Every output rounds as
-// vecDotQ4_K. Written by a generator; the tiles differ only in the number
+// vecDotQ4_K. Written by asmgen/q4_k_vnni.py; the tiles differ only in the number
 // of tokens.
 //
 // Token t of a tile has its Q8_K row at R11 (t < 4) or R12 (t ≥ 4) plus

@@ -9,7 +9,7 @@
 // the tile, and the min terms summed as vecDotQ5_K sums them: one integer
 // sum of the 4 min products per super-block and token, one VFMADD231PS into
 // the token's min lane (at 4096+64·4t). Every output rounds as vecDotQ5_K.
-// Written by a generator; the tiles differ only in the number of tokens.
+// Written by asmgen/q5_k_vnni.py; the tiles differ only in the number of tokens.
 //
 // Token t of a tile has its Q8_K row at R11 (t < 4) or R12 (t ≥ 4) plus
 // (t%4)·aStride (R8: aStride, R13: 3·aStride).
