@@ -132,8 +132,8 @@ func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
 		name: fs.String("backend", "", "the backend that runs the model ("+strings.Join(backends.Names(), ", ")+
 			"; default: "+native.SparseBackend+" for a sparsified file, else "+backends.DefaultBackend+")"),
 		sparsity: fs.Float64("sparsity", -1, "run a sparsified file at this sparsity (0 … 0.99; 0 runs it dense) instead of the one it was calibrated for"),
-		noRepack: fs.Bool("no-repack", false, "keep only the file's layout of the weights: no interleaved copy of Q4_0 and Q4_K matrices "+
-			"for decode (less memory, slower decode), no stacking of a sparsified file's q, k, v and gate, up (slower sparse decode)"),
+		noRepack: fs.Bool("no-repack", false, "keep only the file's layout of the weights: no interleaved copy of Q4_0, Q4_K and Q5_K matrices "+
+			"in place of the file's (slower decode, batches and prompts), no stacking of a sparsified file's q, k, v and gate, up (slower sparse decode)"),
 	}
 	if threads {
 		bf.threads = addThreadsFlag(fs)
