@@ -108,7 +108,7 @@ func TestFeedbackLearns(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			c, err := parseServeArgs([]string{"--model", model, "--adapter-dir", dir, "--parallel", "2", "--threads", "1"}, io.Discard)
+			c, err := parseServeArgs(quietEnv(), []string{"--model", model, "--adapter-dir", dir, "--parallel", "2", "--threads", "1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +223,7 @@ func TestFeedbackLearnsFamilies(t *testing.T) {
 				path := testmodel.SynthAs(t, fam.shape, fam.as, "F32")
 				dir := t.TempDir()
 				// The gorgonia backend keeps F16 or F32 caches only.
-				c, err := parseServeArgs([]string{"--model", path, "--backend", backend, "--kv", "f16", "--adapter-dir", dir, "--parallel", "2", "--threads", "1", "--micro-lora-cpu", "1"}, io.Discard)
+				c, err := parseServeArgs(quietEnv(), []string{"--model", path, "--backend", backend, "--kv", "f16", "--adapter-dir", dir, "--parallel", "2", "--threads", "1", "--micro-lora-cpu", "1"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -436,8 +436,8 @@ func TestTrainLoRA(t *testing.T) {
 func TestFeedbackFlood(t *testing.T) {
 	model := testmodel.Synth(t, "tiny", "F32")
 	dir := t.TempDir()
-	c, err := parseServeArgs([]string{"--model", model, "--adapter-dir", dir, "--threads", "1", "--micro-lora-cpu", "1",
-		"--micro-lora-max", "3", "--max-adapters", "2"}, io.Discard)
+	c, err := parseServeArgs(quietEnv(), []string{"--model", model, "--adapter-dir", dir, "--threads", "1", "--micro-lora-cpu", "1",
+		"--micro-lora-max", "3", "--max-adapters", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,5 +76,5 @@ func startMicroLoRA(mf *microFlags, s *servedModel) {
 		MaxAdapters: mf.max}
 	s.micro = gorgonia.NewMicroLoRA(s.model.File, s.model.Config, s.api.Adapters, o)
 	s.api.Feedback = append(s.api.Feedback, &microSink{model: s.api.ID, m: s.micro, pairs: gorgonia.Objective(mf.objective)})
-	logger.Info().Str("model", s.api.ID).Int("rank", mf.rank).Str("targets", mf.targets).Str("objective", mf.objective).Float64("cpu_share", mf.cpu).Int("max", mf.max).Msg("MicroLoRA adapters train from POST /v1/feedback")
+	s.log.Info().Str("model", s.api.ID).Int("rank", mf.rank).Str("targets", mf.targets).Str("objective", mf.objective).Float64("cpu_share", mf.cpu).Int("max", mf.max).Msg("MicroLoRA adapters train from POST /v1/feedback")
 }

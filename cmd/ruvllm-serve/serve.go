@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/ruvllm/ruvllm/api"
@@ -53,6 +54,8 @@ const maxAdapterMB = 1 << 20
 // serveConfig is the serve command's configuration, from flags and the
 // --config file.
 type serveConfig struct {
+	// log is the process's logger, which the server and its models log to.
+	log zerolog.Logger
 	// models are the models to serve, in order (the first is the
 	// default), from --model and the --config file's models; finishModels
 	// makes it the default model when none is given.
@@ -216,8 +219,8 @@ const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME]
 
 // parseServeArgs reads the flags, then the --config file for the options
 // the command line left out.
-func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
-	c := &serveConfig{}
+func parseServeArgs(e *env, args []string) (*serveConfig, error) {
+	c := &serveConfig{log: e.log}
 	fs := newFlags("serve", serveSynopsis)
 	fs.Func("model", "GGUF model file to serve: PATH (its id is the file name without .gguf, or --alias) or NAME=PATH; "+
 		"repeat for several models, the first is the default (default: pull "+hub.DefaultModel.String()+" on first use)", func(v string) error {
@@ -293,7 +296,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	addLlamaFlags(fs, &c.llama)
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win, then RUVLLM_NAME (and llama-server's LLAMA_ARG_...) environment variables, then the file")
 	addLlamaCompat(fs, &c.llamaCompat)
-	pos, err := fs.parse(splitFlashAttn(args), stdout)
+	pos, err := fs.parse(splitFlashAttn(args), e.stdout)
 	if err != nil {
 		return nil, err
 	}
@@ -509,8 +512,8 @@ func (c *serveConfig) apiKeys() ([]string, error) {
 	return keys, nil
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
-	c, err := parseServeArgs(args, stdout)
+func runServe(e *env, args []string) error {
+	c, err := parseServeArgs(e, args)
 	if err != nil {
 		return err
 	}
@@ -555,7 +558,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if router != nil {
 		defer func() {
 			if err := router.Close(); err != nil {
-				logger.Error().Err(err).Msg("closing the router's store")
+				c.log.Error().Err(err).Msg("closing the router's store")
 			}
 		}()
 	}
@@ -569,7 +572,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		MaxN:           c.maxN,
 		MaxBodyBytes:   c.maxBody,
 		CORSOrigins:    origins,
-		Logger:         logger,
+		Logger:         c.log,
 		FeedbackWindow: c.feedbackWindow,
 		MaxLoaded:      c.maxLoaded,
 		KeepAlive:      c.keepAlive,
@@ -582,7 +585,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		PublicMetrics:  c.publicMetrics,
 		NoWebUI:        c.noWebUI,
 		ResponseStore:  responseStore,
-		Pull:           pullFunc(c.pull),
+		Pull:           pullFunc(c.pull, c.log),
 		Sampling:       c.llama.sampling(),
 		MaxTokens:      max(c.llama.nPredict, 0),
 		AnyModelName:   c.llama.anyModel,
@@ -604,12 +607,12 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		ErrorLog:          log.New(logger.With().Str("component", "http").Logger(), "", 0),
+		ErrorLog:          log.New(c.log.With().Str("component", "http").Logger(), "", 0),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addr := ln.Addr().String()
-	logger.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
+	c.log.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
 	if hooks.onListen != nil {
 		hooks.onListen(addr)
 	}
@@ -626,7 +629,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	}()
 	if err == nil {
 		srv.SetStarting(false)
-		logger.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
+		c.log.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
 		select {
 		case <-ctx.Done():
 		case err = <-served:
@@ -637,7 +640,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if hooks.onSignal != nil {
 		hooks.onSignal()
 	}
-	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
+	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests, c.log); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
 		err = shutErr
 	}
 	if errors.Is(err, http.ErrServerClosed) {
@@ -649,15 +652,15 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 // shutdownHTTP stops accepting connections and waits up to grace for the
 // in-flight requests; then it cancels them (their engine requests stop
 // within a step) and waits for the handlers to return.
-func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc) error {
-	logger.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
+func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc, log zerolog.Logger) error {
+	log.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	err := hs.Shutdown(gctx)
 	cancel()
 	if err == nil {
 		return nil
 	}
-	logger.Warn().Msg("grace period over: cancelling in-flight requests")
+	log.Warn().Msg("grace period over: cancelling in-flight requests")
 	cancelRequests()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -173,7 +173,7 @@ func (lc *llamaCompat) finish(c *serveConfig) error {
 		return fmt.Errorf("%w: --lora is given %d times; one adapter for every request is supported (serve more with --adapter-dir)", errUsage, len(lc.lora))
 	}
 	if lc.gpu {
-		logger.Info().Msg("--n-gpu-layers and --flash-attn are accepted and ignored: this server runs on the CPU")
+		c.log.Info().Msg("--n-gpu-layers and --flash-attn are accepted and ignored: this server runs on the CPU")
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,7 +54,7 @@ func TestLlamaServerCommandLines(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			c, err := parseServeArgs(tc.args, io.Discard)
+			c, err := parseServeArgs(quietEnv(), tc.args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +75,7 @@ func TestLlamaServerCommandLines(t *testing.T) {
 			if tc.name == "a bad environment value" {
 				t.Setenv("LLAMA_ARG_PORT", "eighty")
 			}
-			if _, err := parseServeArgs(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := parseServeArgs(quietEnv(), tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want %q", err, tc.want)
 			}
 		})

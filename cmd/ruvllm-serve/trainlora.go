@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -110,7 +109,7 @@ func meanMargin(tr *gorgonia.Trainer, t *tokenizer.Tokenizer, items []preference
 	return sum / float64(len(items)), nil
 }
 
-func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
+func runTrainLoRA(e *env, args []string) error {
 	fs := newFlags("train-lora", "--model M --data PAIRS.json --objective dpo|sft|kto [--rank 2] [--steps N] --out A.gguf")
 	src := addModelFlags(fs)
 	data := fs.String("data", "", "training data: {\"train\": [{prompt, chosen, rejected} or {prompt, completion, rating}], \"eval\": [...]}, or a list of examples")
@@ -131,7 +130,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the adapter's start and of the order of examples")
 	inOrder := fs.Bool("in-order", false, "take the examples in the file's order, as feedback arriving one by one trains a MicroLoRA, rather than shuffled")
 	out := fs.String("out", "", "GGUF LoRA file to write")
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *data == "" || *out == "" {
@@ -155,7 +154,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := src.load(context.Background(), models.LoadOptions{Logger: logger})
+	m, err := src.load(context.Background(), models.LoadOptions{Logger: e.log})
 	if err != nil {
 		return err
 	}
@@ -217,7 +216,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "margin before: %.4f nats (mean log p(chosen) − log p(rejected) over %d eval examples)\n", before, len(evalItems))
+		fmt.Fprintf(e.stdout, "margin before: %.4f nats (mean log p(chosen) − log p(rejected) over %d eval examples)\n", before, len(evalItems))
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0xdada))
 	perm := func() []int {
@@ -247,7 +246,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if step == 0 || (step+1)%max(1, *steps/8) == 0 || step == *steps-1 {
-			fmt.Fprintf(stdout, "step %d/%d: loss %.4f (%.1f ms a step)\n", step+1, *steps, loss,
+			fmt.Fprintf(e.stdout, "step %d/%d: loss %.4f (%.1f ms a step)\n", step+1, *steps, loss,
 				float64(time.Since(start).Microseconds())/1e3/float64(step+1))
 		}
 	}
@@ -256,7 +255,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "margin after: %.4f nats\n", after)
+		fmt.Fprintf(e.stdout, "margin after: %.4f nats\n", after)
 	}
 	a, err := tr.Adapter(strings.TrimSuffix(strings.TrimSuffix(*out, ".gguf"), "/"))
 	if err != nil {
@@ -265,6 +264,6 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err := a.WriteGGUF(*out, kernels.F32); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s: rank %d, %d weights, %s, %d steps\n", *out, a.Rank(), len(a.Targets()), obj, *steps)
+	fmt.Fprintf(e.stderr, "wrote %s: rank %d, %d weights, %s, %d steps\n", *out, a.Rank(), len(a.Targets()), obj, *steps)
 	return nil
 }
