@@ -132,6 +132,7 @@ type llamaFlags struct {
 	slotSavePath string
 	anyModel     bool
 	publicModels bool
+	verbose      bool
 }
 
 // addLlamaFlags registers llama-server's flags, with its spellings.
@@ -162,6 +163,8 @@ func addLlamaFlags(fs *flagSet, lf *llamaFlags) {
 	})
 	fs.StringVar(&lf.slotSavePath, "slot-save-path", "", "directory where POST /slots/ID?action=save|restore writes and reads slots' KV caches (llama-server's; default: the actions are off)")
 	fs.BoolVar(&lf.publicModels, "public-models", false, "serve the model listings (GET /v1/models, /models) without an API key, as llama-server does")
+	fs.BoolVar(&lf.verbose, "verbose", false, "log at debug level and add llama-server's \"__verbose\" object (the prompt as the model read it) to whole chat and text completions, as llama-server's --verbose")
+	fs.BoolVar(&lf.verbose, "v", false, "same as --verbose")
 	fs.BoolVar(&lf.anyModel, "accept-any-model", false, "serve any \"model\" name with the one model served (when it has no adapters) and repeat the name in responses, as llama-server does; without it an unknown name is a 404")
 }
 
@@ -320,9 +323,16 @@ func parseServeArgs(e *env, args []string) (*serveConfig, error) {
 		}
 		c.models = append(c.models, models...)
 	}
-	fs.Visit(func(f *flag.Flag) { c.ctxSet = c.ctxSet || f.Name == "ctx" })
-	if err := c.llamaCompat.finish(c); err != nil {
+	kvGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		c.ctxSet = c.ctxSet || f.Name == "ctx"
+		kvGiven = kvGiven || f.Name == "kv"
+	})
+	if err := c.llamaCompat.finish(c, kvGiven); err != nil {
 		return nil, err
+	}
+	if c.llama.verbose {
+		c.log = c.log.Level(zerolog.DebugLevel)
 	}
 	if err := c.finishModels(); err != nil {
 		return nil, err
@@ -517,6 +527,11 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.llamaCompat.offline {
+		// The process's setting, so that every download (the models',
+		// ollama's /api/pull) takes the cache only, as hub.Client reads it.
+		os.Setenv("HF_HUB_OFFLINE", "1")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, c, serveHooks{onSignal: stop})
@@ -592,6 +607,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		Slots:          c.llama.slots,
 		SlotSavePath:   c.llama.slotSavePath,
 		PublicModels:   c.llama.publicModels,
+		Verbose:        c.llama.verbose,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
