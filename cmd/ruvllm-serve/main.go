@@ -19,6 +19,7 @@ import (
 	// The backends register themselves by name (backends.Open).
 	_ "github.com/ruvllm/ruvllm/backends/gorgonia"
 	_ "github.com/ruvllm/ruvllm/backends/native"
+	"github.com/ruvllm/ruvllm/internal/serving"
 )
 
 // version is stamped into responses (system_fingerprint) and logs.
@@ -46,8 +47,9 @@ func register(name, summary string, run func(e *env, args []string) error) {
 }
 
 // errUsage marks an error whose message already explains the usage problem;
-// the exit status is 2 as flag's own errors are.
-var errUsage = errors.New("usage")
+// the exit status is 2 as flag's own errors are. It is serving's, so that
+// the errors of a configuration the server checks count as well.
+var errUsage = serving.ErrUsage
 
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ruvllm/ruvllm/internal/serving"
 )
 
 // testHub serves files as the Hugging Face Hub serves repository
@@ -166,9 +168,9 @@ func TestHubName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			ref, ok := hubName(tt.in)
+			ref, ok := serving.HubName(tt.in)
 			if got := map[bool]string{true: ref.String()}[ok]; got != tt.want {
-				t.Errorf("hubName(%q) = %q, %v; want %q", tt.in, ref, ok, tt.want)
+				t.Errorf("serving.HubName(%q) = %q, %v; want %q", tt.in, ref, ok, tt.want)
 			}
 		})
 	}

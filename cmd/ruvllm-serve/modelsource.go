@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/native"
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/hub"
-	"github.com/ruvllm/ruvllm/sparse"
 )
 
 // modelSource is where a command gets its model: a file (--model), a
@@ -40,72 +35,10 @@ func (s *modelSource) resolve(ctx context.Context, log zerolog.Logger) (string, 
 	return resolveModelFile(ctx, log, *s.path, *s.hf)
 }
 
-// resolveModelFile returns the path of a model file named by its path, by
-// a Hugging Face file to pull (hf), or by neither (the default model),
-// downloading it when needed. A path that is no file but a Hugging Face
-// name (see hubName) is pulled as hf would be.
+// resolveModelFile is serving.ResolveModelFile: the path of a model file
+// named by its path, a Hugging Face name or neither (the default model).
 func resolveModelFile(ctx context.Context, log zerolog.Logger, path, hf string) (string, error) {
-	if path != "" {
-		if hf != "" {
-			return "", fmt.Errorf("%w: give --model or --hf, not both", errUsage)
-		}
-		if ref, ok := hubName(path); ok {
-			log.Info().Str("model", ref.String()).Msg("no such file: pulling it from the Hugging Face Hub (or taking it from the cache)")
-			return (&hub.Client{}).Pull(ctx, ref)
-		}
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("no model file %s (a model on the Hugging Face Hub is pulled by its name: --model OWNER/REPO[:QUANT], or ruvllm-serve pull OWNER/REPO[:QUANT] ahead of time)", path)
-		}
-		return path, nil
-	}
-	ref := hub.DefaultModel
-	if hf != "" {
-		r, err := hub.ParseRef(hf)
-		if err != nil {
-			return "", fmt.Errorf("%w: --hf: %v", errUsage, err)
-		}
-		ref = r
-	} else {
-		log.Info().Str("model", ref.String()).Msg("no --model given: using the default model")
-	}
-	return (&hub.Client{}).Pull(ctx, ref)
-}
-
-// hubName reads a model argument that names no file as a Hugging Face
-// name, as llama-server's -hf and ollama take them: OWNER/REPO[:QUANT],
-// OWNER/REPO/FILE.gguf, hf.co/OWNER/REPO:QUANT or a URL of the Hub. A
-// value that is a file, or reads as a path (absolute, ./, ../, ~, a first
-// element that is a directory here, OWNER/REPO ending in .gguf), is not
-// one, so that a mistyped path says "no such file" rather than going to
-// the network.
-func hubName(s string) (hub.Ref, bool) {
-	if s == "" || strings.ContainsRune(s, '\\') {
-		return hub.Ref{}, false
-	}
-	if _, err := os.Stat(s); err == nil {
-		return hub.Ref{}, false
-	}
-	ref, err := hub.ParseRef(s)
-	if err != nil {
-		return hub.Ref{}, false
-	}
-	lower := strings.ToLower(s)
-	for _, host := range []string{"hf.co/", "huggingface.co/", "https://", "http://"} {
-		if strings.HasPrefix(lower, host) {
-			return ref, true
-		}
-	}
-	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "~") || filepath.IsAbs(s) {
-		return hub.Ref{}, false
-	}
-	first, _, _ := strings.Cut(s, "/")
-	if st, err := os.Stat(first); err == nil && st.IsDir() {
-		return hub.Ref{}, false
-	}
-	if ref.File != "" {
-		return ref, strings.HasSuffix(strings.ToLower(ref.File), ".gguf")
-	}
-	return ref, !strings.HasSuffix(strings.ToLower(ref.Repo), ".gguf")
+	return serving.ResolveModelFile(ctx, log, path, hf)
 }
 
 // load resolves and loads the model, logging to o.Logger.
@@ -143,49 +76,22 @@ func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
 	return bf
 }
 
+// choice is the backend the flags choose.
+func (bf *backendFlags) choice() serving.Backend {
+	b := serving.Backend{Name: *bf.name, NoRepack: *bf.noRepack}
+	if *bf.sparsity != -1 {
+		b.Sparsity = bf.sparsity
+	}
+	if bf.threads != nil {
+		b.Threads = *bf.threads
+	}
+	return b
+}
+
 // open runs m on the chosen backend, with the chosen threads when the
 // flags have them; o gives the rest of the backend's options.
 func (bf *backendFlags) open(m *models.Model, o backends.Options) (backends.Backend, error) {
-	return bf.openNamed(*bf.name, m, o)
-}
-
-// openNamed is open on the backend registered as name rather than
-// --backend's: a model that names its own.
-func (bf *backendFlags) openNamed(name string, m *models.Model, o backends.Options) (backends.Backend, error) {
-	if bf.threads != nil {
-		o.Threads = *bf.threads
-	}
-	name, sparsity, err := bf.choose(name, m)
-	if err != nil {
-		return nil, err
-	}
-	o.Sparsity = sparsity
-	o.NoRepack = o.NoRepack || *bf.noRepack
-	return backends.Open(name, m, o)
-}
-
-// choose picks the backend and the sparsity its options get, name being
-// the one asked for ("" for none): a sparsified file runs sparsely unless
-// the name or --sparsity 0 says otherwise.
-func (bf *backendFlags) choose(name string, m *models.Model) (string, float64, error) {
-	s := *bf.sparsity
-	_, sparsified := sparse.ReadInfo(m.File)
-	switch {
-	case s != -1 && !(s >= 0 && s < 1):
-		return "", 0, fmt.Errorf("%w: --sparsity %g is not a fraction in [0, 1)", errUsage, s)
-	case s > 0 && !sparsified:
-		return "", 0, fmt.Errorf("%w: --sparsity: %s is not sparsified (make it with ruvllm-serve sparsify)", errUsage, m.Path)
-	case s > 0 && name != "" && name != native.SparseBackend:
-		return "", 0, fmt.Errorf("%w: --sparsity runs on --backend %s, not %s", errUsage, native.SparseBackend, name)
-	case s == 0 && name == native.SparseBackend:
-		return "", 0, fmt.Errorf("%w: --sparsity 0 is the dense model: use --backend %s", errUsage, backends.DefaultBackend)
-	case name != "":
-	case sparsified && s != 0:
-		name = native.SparseBackend
-	default:
-		name = backends.DefaultBackend
-	}
-	return name, max(s, 0), nil
+	return bf.choice().Open(m, o)
 }
 
 // openModel is how a command gets its model running: it finds and loads the

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/session"
 )
@@ -170,7 +171,7 @@ func runChat(e *env, args []string, in io.Reader, intr <-chan os.Signal) error {
 // starts its engine and readies the chat; closeModel undoes it.
 func openChat(ctx context.Context, e *env, o *runOptions) (c *chatSession, closeModel func(), err error) {
 	if !isFile(o.model) {
-		if _, ok := hubName(o.model); !ok {
+		if _, ok := serving.HubName(o.model); !ok {
 			return nil, nil, fmt.Errorf("%w: %s is not a GGUF file, nor a Hugging Face name (OWNER/REPO[:QUANT], OWNER/REPO/FILE.gguf); "+
 				"run loads the model itself: to chat with a model a server serves, use the server's API", errUsage, o.model)
 		}

@@ -6,10 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,14 +19,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ruvllm/ruvllm/api"
-	"github.com/ruvllm/ruvllm/api/responses"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/gorgonia"
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/hub"
 	"github.com/ruvllm/ruvllm/session"
-	"github.com/ruvllm/ruvllm/sona"
 )
 
 func init() {
@@ -39,7 +35,7 @@ func init() {
 // defaultServeCtx is the context per sequence when --ctx is not given,
 // capped at the model's trained context: a model trained on 128k tokens
 // would otherwise take gigabytes of KV cache per slot.
-const defaultServeCtx = 4096
+const defaultServeCtx = serving.DefaultCtx
 
 // maxConfigBytes bounds a --config file.
 const maxConfigBytes = 1 << 20
@@ -59,7 +55,7 @@ type serveConfig struct {
 	// models are the models to serve, in order (the first is the
 	// default), from --model and the --config file's models; finishModels
 	// makes it the default model when none is given.
-	models          []modelSpec
+	models          []serving.ModelSpec
 	hf              string
 	alias           string
 	host            string
@@ -194,27 +190,6 @@ type routeFlags struct {
 	store      string
 	seed       uint64
 	adapters   bool
-}
-
-// open makes the router the flags describe, replaying its store; nil when
-// it is off.
-func (rf routeFlags) open() (*sona.Router, error) {
-	if rf.name == "" {
-		return nil, nil
-	}
-	o := sona.Options{CostWeight: rf.costWeight, Seed: rf.seed}
-	if rf.store != "" {
-		st, err := sona.OpenFileStore(rf.store)
-		if err != nil {
-			return nil, fmt.Errorf("--route-store: %w", err)
-		}
-		o.Store = st
-	}
-	r, err := sona.New(o)
-	if err != nil && o.Store != nil {
-		o.Store.Close()
-	}
-	return r, err
 }
 
 const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
@@ -440,7 +415,7 @@ func (c *serveConfig) check() error {
 // (cors-origins) are joined with commas, but for model, which is given once
 // per element. The models are one option: --model or --hf on the command
 // line overrides the file's model, models and hf alike.
-func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
+func applyServeConfig(fs *flag.FlagSet, path string) ([]serving.ModelSpec, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
@@ -460,7 +435,7 @@ func applyServeConfig(fs *flag.FlagSet, path string) ([]modelSpec, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[canonicalFlag(f.Name)] = true })
 	modelGiven := given["model"] || given["hf"]
-	var models []modelSpec
+	var models []serving.ModelSpec
 	if v, ok := opts[modelsKey]; ok {
 		delete(opts, modelsKey)
 		if _, one := opts["model"]; one {
@@ -590,157 +565,98 @@ func runServe(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serve(ctx, c, serveHooks{onSignal: stop})
+	return serve(ctx, c, serving.Hooks{OnSignal: stop})
 }
 
-// serveHooks let tests watch the server; the zero value does nothing.
-type serveHooks struct {
-	// onListen receives the address the server listens on.
-	onListen func(addr string)
-	// onSignal runs when ctx ends, before the graceful shutdown: runServe
-	// stops catching signals there, so a second Ctrl-C exits at once.
-	onSignal func()
-}
-
-// serve listens at once (so /health answers 503 until the first model is
-// loaded), loads the models, serves until ctx ends, then shuts down
-// gracefully: in-flight requests get shutdownTimeout to finish, then are
-// cancelled, and every model is closed.
-func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
-	keys, err := c.apiKeys()
+// serve runs the server c configures until ctx ends.
+func serve(ctx context.Context, c *serveConfig, hooks serving.Hooks) error {
+	sc, err := c.serving()
 	if err != nil {
 		return err
 	}
-	kv := c.kv.precision
+	return serving.Run(ctx, sc, hooks)
+}
+
+// serving is the configuration the server runs with: the flags' values,
+// with the API keys read, the origins split and the reasoning format
+// parsed.
+func (c *serveConfig) serving() (*serving.Config, error) {
+	keys, err := c.apiKeys()
+	if err != nil {
+		return nil, err
+	}
 	var origins []string
 	for o := range strings.SplitSeq(c.corsOrigins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			origins = append(origins, o)
 		}
 	}
-	responseStore, err := responses.NewStore(responses.StoreOptions{Dir: c.responseStore})
-	if err != nil {
-		return fmt.Errorf("--response-store: %w", err)
-	}
-	router, err := c.route.open()
-	if err != nil {
-		return err
-	}
-	if router != nil {
-		defer func() {
-			if err := router.Close(); err != nil {
-				c.log.Error().Err(err).Msg("closing the router's store")
-			}
-		}()
-	}
 	reasoning, ok := session.ParseReasoningFormat(c.reasoningFormat)
 	if !ok {
-		return fmt.Errorf("%w: --reasoning-format %q is not one of none, auto, deepseek", errUsage, c.reasoningFormat)
+		return nil, fmt.Errorf("%w: --reasoning-format %q is not one of none, auto, deepseek", errUsage, c.reasoningFormat)
 	}
-	srv := api.New(api.Options{
-		Version:        version,
-		APIKeys:        keys,
-		MaxN:           c.maxN,
-		MaxBodyBytes:   c.maxBody,
-		CORSOrigins:    origins,
-		Logger:         c.log,
-		FeedbackWindow: c.feedbackWindow,
-		MaxLoaded:      c.maxLoaded,
-		KeepAlive:      c.keepAlive,
-		Router:         router,
-		RouterName:     c.route.name,
-		RouteAdapters:  c.route.adapters,
-		Reasoning:      reasoning,
-		NoThinking:     c.reasoningBudget == 0,
-		BodyTimeout:    c.bodyTimeout,
-		PublicMetrics:  c.publicMetrics,
-		NoWebUI:        c.noWebUI,
-		ResponseStore:  responseStore,
-		Pull:           pullFunc(c.pull, c.log),
-		Sampling:       c.llama.sampling(),
-		MaxTokens:      max(c.llama.nPredict, 0),
-		AnyModelName:   c.llama.anyModel,
-		Slots:          c.llama.slots,
-		SlotSavePath:   c.llama.slotSavePath,
-		PublicModels:   c.llama.publicModels,
-		Verbose:        c.llama.verbose,
-	})
-
-	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
-	if err != nil {
-		return err
+	ctx := c.ctx
+	switch {
+	case !c.ctxSet:
+		ctx = 0
+	case ctx == 0:
+		ctx = -1 // the trained context
 	}
-	// Request contexts derive from reqCtx, so that cancelling it ends every
-	// in-flight generation when the grace period is over.
-	reqCtx, cancelRequests := context.WithCancel(context.Background())
-	defer cancelRequests()
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		ErrorLog:          log.New(c.log.With().Str("component", "http").Logger(), "", 0),
+	var lora string
+	if len(c.llamaCompat.lora) > 0 {
+		lora = c.llamaCompat.lora[0]
 	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	addr := ln.Addr().String()
-	c.log.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
-	if hooks.onListen != nil {
-		hooks.onListen(addr)
-	}
-
-	// /health says 503 until the models are loaded, not only registered.
-	srv.SetStarting(true)
-	loaded, err := loadServeModels(ctx, c, kv, srv)
-	defer func() {
-		// The requests are over: unload the engines, then close the files.
-		srv.Close()
-		for i := len(loaded) - 1; i >= 0; i-- {
-			loaded[i].close()
-		}
-	}()
-	if err == nil {
-		srv.SetStarting(false)
-		c.log.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
-		select {
-		case <-ctx.Done():
-		case err = <-served:
-		}
-	} else if ctx.Err() != nil {
-		err = nil // interrupted while loading: not a failure
-	}
-	if hooks.onSignal != nil {
-		hooks.onSignal()
-	}
-	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests, c.log); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
-		err = shutErr
-	}
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
-}
-
-// shutdownHTTP stops accepting connections and waits up to grace for the
-// in-flight requests; then it cancels them (their engine requests stop
-// within a step) and waits for the handlers to return.
-func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc, log zerolog.Logger) error {
-	log.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
-	gctx, cancel := context.WithTimeout(context.Background(), grace)
-	err := hs.Shutdown(gctx)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	log.Warn().Msg("grace period over: cancelling in-flight requests")
-	cancelRequests()
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(cctx); err != nil {
-		hs.Close()
-		return err
-	}
-	return nil
+	return &serving.Config{
+		Log: c.log,
+		API: api.Options{
+			Version:        version,
+			APIKeys:        keys,
+			MaxN:           c.maxN,
+			MaxBodyBytes:   c.maxBody,
+			CORSOrigins:    origins,
+			FeedbackWindow: c.feedbackWindow,
+			MaxLoaded:      c.maxLoaded,
+			KeepAlive:      c.keepAlive,
+			RouterName:     c.route.name,
+			RouteAdapters:  c.route.adapters,
+			Reasoning:      reasoning,
+			NoThinking:     c.reasoningBudget == 0,
+			BodyTimeout:    c.bodyTimeout,
+			PublicMetrics:  c.publicMetrics,
+			NoWebUI:        c.noWebUI,
+			Pull:           pullFunc(c.pull, c.log),
+			Sampling:       c.llama.sampling(),
+			MaxTokens:      max(c.llama.nPredict, 0),
+			AnyModelName:   c.llama.anyModel,
+			Slots:          c.llama.slots,
+			SlotSavePath:   c.llama.slotSavePath,
+			PublicModels:   c.llama.publicModels,
+			Verbose:        c.llama.verbose,
+		},
+		Models:          c.models,
+		Host:            c.host,
+		Port:            c.port,
+		Ctx:             ctx,
+		Parallel:        c.parallel,
+		Queue:           c.queue,
+		Batch:           c.batch,
+		Backend:         c.backend.choice(),
+		ChatTemplate:    c.chatTemplate,
+		KV:              c.kv.precision,
+		KVHot:           c.kv.hot,
+		KVWarm:          c.kv.warm,
+		KVMemory:        c.kvMemory,
+		Store:           c.store,
+		StoreMax:        c.storeMax,
+		ResponseStore:   c.responseStore,
+		ShutdownTimeout: c.shutdownTimeout,
+		MaxAdapters:     c.maxAdapters,
+		MaxAdapterBytes: c.maxAdapterMB << 20,
+		Micro: serving.MicroLoRA{On: c.micro.on, Rank: c.micro.rank, Targets: c.micro.targets, CPU: c.micro.cpu,
+			Objective: c.micro.objective, Margin: c.micro.margin, Max: c.micro.max},
+		Route: serving.Route{CostWeight: c.route.costWeight, Store: c.route.store, Seed: c.route.seed},
+		LoRA:  lora,
+	}, nil
 }
 
 // parseKeepAliveFlag reads --keep-alive: a duration (5m, 1h30m), or a

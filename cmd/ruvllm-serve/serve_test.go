@@ -23,6 +23,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/pagination"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/lora"
@@ -43,20 +44,20 @@ func writeFile(t *testing.T, name, content string) string {
 func modelsOf(c *serveConfig) string {
 	var parts []string
 	for _, m := range c.models {
-		s := m.name + "="
-		if m.hf != "" {
-			s += "hf:" + m.hf
+		s := m.Name + "="
+		if m.HF != "" {
+			s += "hf:" + m.HF
 		} else {
-			s += m.path
+			s += m.Path
 		}
-		if m.chatTemplate != "" {
-			s += "+" + m.chatTemplate
+		if m.ChatTemplate != "" {
+			s += "+" + m.ChatTemplate
 		}
-		if m.backend != "" {
-			s += "/" + m.backend
+		if m.Backend != "" {
+			s += "/" + m.Backend
 		}
-		if m.adapterDir != "" {
-			s += "@" + m.adapterDir
+		if m.AdapterDir != "" {
+			s += "@" + m.AdapterDir
 		}
 		parts = append(parts, s)
 	}
@@ -156,9 +157,9 @@ models:
 		{"a backend per models entry", []string{"--config", badModels("backends", " [{name: a, path: /a.gguf, backend: gorgonia}, {name: b, path: /a.gguf}]")}, nil, "a=/a.gguf/gorgonia b=/a.gguf", ""},
 		{"models entry with an unknown backend", []string{"--config", badModels("nobackend", " [{name: a, path: /a.gguf, backend: cuda}]")}, nil, "", `no backend "cuda"`},
 		{"KV memory shared by the models loaded at once", []string{"--model", "a=/a.gguf", "--model", "b=/b.gguf", "--model", "c=/c.gguf", "--kv-memory", "600MB", "--max-loaded", "2"},
-			func(c *serveConfig) bool { return c.kvShare() == 300e6 }, "a=/a.gguf b=/b.gguf c=/c.gguf", ""},
+			func(c *serveConfig) bool { return kvShare(t, c) == 300e6 }, "a=/a.gguf b=/b.gguf c=/c.gguf", ""},
 		{"KV memory shared by every model", []string{"--model", "a=/a.gguf", "--model", "b=/b.gguf", "--kv-memory", "600MB"},
-			func(c *serveConfig) bool { return c.kvShare() == 300e6 }, "a=/a.gguf b=/b.gguf", ""},
+			func(c *serveConfig) bool { return kvShare(t, c) == 300e6 }, "a=/a.gguf b=/b.gguf", ""},
 		{"models entry with an unknown key", []string{"--config", badModels("badkey", " [{name: a, path: /a.gguf, ctx: 5}]")}, nil, "", `unknown key "ctx"`},
 		{"models entry with a list value", []string{"--config", badModels("listval", " [{name: [a], path: /a.gguf}]")}, nil, "", "models[0].name must be a string"},
 		{"models of one name", []string{"--config", badModels("dup", " [{name: a, path: /a.gguf}, {name: a, path: /b.gguf}]")}, nil, "", `two models are named "a"`},
@@ -172,7 +173,7 @@ models:
 		{"vLLM's positional model", []string{"model.gguf"}, nil, "=model.gguf", ""},
 		{"stray argument", []string{"a.gguf", "b.gguf"}, nil, "", "unexpected argument"},
 		{"a config file's paths are its own", []string{"--config", relConfig}, func(c *serveConfig) bool {
-			return c.models[0].adapterDir == filepath.Join(filepath.Dir(relConfig), "ad") && c.store == filepath.Join(filepath.Dir(relConfig), "kv")
+			return c.models[0].AdapterDir == filepath.Join(filepath.Dir(relConfig), "ad") && c.store == filepath.Join(filepath.Dir(relConfig), "kv")
 		}, "a=" + filepath.Join(filepath.Dir(relConfig), "m.gguf") + "@" + filepath.Join(filepath.Dir(relConfig), "ad"), ""},
 		{"llama-server defaults", nil, func(c *serveConfig) bool {
 			return c.llama.nPredict == -1 && c.llama.slots && c.llama.slotSavePath == "" && !c.llama.anyModel && !c.llama.publicModels &&
@@ -239,7 +240,7 @@ func startServe(t *testing.T, ctx context.Context, c *serveConfig) (string, <-ch
 	c.host, c.port = "127.0.0.1", 0
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, c, serveHooks{onListen: func(a string) { addrs <- a }}) }()
+	go func() { done <- serve(ctx, c, serving.Hooks{OnListen: func(a string) { addrs <- a }}) }()
 	select {
 	case a := <-addrs:
 		return "http://" + a, done
@@ -418,7 +419,7 @@ func TestServeLoadFailure(t *testing.T) {
 func TestServeAdapters(t *testing.T) {
 	dir := t.TempDir()
 	c := testServeConfig(t, "--adapter-dir", dir)
-	cfg := testmodel.Load(t, c.models[0].path).Config
+	cfg := testmodel.Load(t, c.models[0].Path).Config
 	a, err := lora.Random(cfg, lora.RandomSpec{Rank: 4, Seed: 1, Amplitude: 0.1})
 	if err != nil {
 		t.Fatal(err)
@@ -779,4 +780,14 @@ func TestServeOneModelOfSeveralFails(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// kvShare is the KV memory the server gives each model it loads.
+func kvShare(t *testing.T, c *serveConfig) int64 {
+	t.Helper()
+	sc, err := c.serving()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc.KVShare()
 }

@@ -7,9 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/ruvllm/ruvllm/lora"
-	"github.com/ruvllm/ruvllm/models"
 )
 
 // serveAliases are llama-server's (and vLLM's) spellings of serve's flags,
@@ -276,9 +273,4 @@ func (lc *llamaCompat) cacheTypes(c *serveConfig, kvGiven bool) error {
 	}
 	c.kv.kv = kk
 	return nil
-}
-
-// loraLoad reads the adapter of --lora for the model.
-func loraLoad(path string, m *models.Model) (*lora.Adapter, error) {
-	return lora.Load(path, m.Config, m.File)
 }

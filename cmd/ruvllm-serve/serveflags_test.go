@@ -21,13 +21,13 @@ func TestLlamaServerCommandLines(t *testing.T) {
 	}{
 		{"llama-server's flags", []string{"-m", model, "-c", "4096", "-np", "4", "--port", "7001", "-ngl", "99", "-fa", "on", "--jinja", "--metrics", "-a", "mine", "-t", "2"}, nil,
 			func(t *testing.T, c *serveConfig) {
-				if len(c.models) != 1 || c.models[0].path != model || c.ctx != 1024 || c.parallel != 4 || c.port != 7001 || c.alias != "mine" || *c.backend.threads != 2 {
+				if len(c.models) != 1 || c.models[0].Path != model || c.ctx != 1024 || c.parallel != 4 || c.port != 7001 || c.alias != "mine" || *c.backend.threads != 2 {
 					t.Errorf("config %+v ctx %d parallel %d port %d alias %q", c.models, c.ctx, c.parallel, c.port, c.alias)
 				}
 			}},
 		{"vLLM's positional model", []string{model, "--port", "7002"}, nil,
 			func(t *testing.T, c *serveConfig) {
-				if len(c.models) != 1 || c.models[0].path != model {
+				if len(c.models) != 1 || c.models[0].Path != model {
 					t.Errorf("models %+v", c.models)
 				}
 			}},
@@ -57,7 +57,7 @@ func TestLlamaServerCommandLines(t *testing.T) {
 			}},
 		{"short spellings", []string{"-mu", model, "-b", "64", "-ub", "32", "-ctk", "f32", "-ctv", "F32", "-v"}, nil,
 			func(t *testing.T, c *serveConfig) {
-				if len(c.models) != 1 || c.models[0].path != model || c.batch != 64 || c.kv.kv != "f32" || !c.llama.verbose {
+				if len(c.models) != 1 || c.models[0].Path != model || c.batch != 64 || c.kv.kv != "f32" || !c.llama.verbose {
 					t.Errorf("models %+v batch %d kv %q verbose %v", c.models, c.batch, c.kv.kv, c.llama.verbose)
 				}
 			}},
