@@ -118,17 +118,9 @@ func (a *API) show(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	name, _, err := f.Str("model")
+	name, err := requestedModel(f)
 	if err != nil {
 		return err
-	}
-	if name == "" {
-		if name, _, err = f.Str("name"); err != nil {
-			return err
-		}
-	}
-	if name == "" {
-		return session.Invalid("model", session.CodeMissing, "model is required")
 	}
 	verbose, _, err := f.Bool("verbose")
 	if err != nil {

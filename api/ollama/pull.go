@@ -21,18 +21,9 @@ func (a *API) pull(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	name, _, err := f.Str("model")
+	name, err := requestedModel(f)
 	if err != nil {
 		return err
-	}
-	if name == "" {
-		// The deprecated member, which ollama's clients still send.
-		if name, _, err = f.Str("name"); err != nil {
-			return err
-		}
-	}
-	if name == "" {
-		return session.Invalid("model", session.CodeMissing, "model is required")
 	}
 	stream := true
 	if v, ok, err := f.Bool("stream"); err != nil {
@@ -74,4 +65,20 @@ func (a *API) pull(w http.ResponseWriter, r *http.Request) error {
 		st.Send(errorBody{Error: session.AsError(err).Message})
 	}
 	return nil
+}
+
+// requestedModel is the model a request names: "model", or the deprecated
+// "name" that ollama's clients still send.
+func requestedModel(f *jsonhttp.Fields) (string, error) {
+	name, _, err := f.Str("model")
+	if err != nil || name != "" {
+		return name, err
+	}
+	if name, _, err = f.Str("name"); err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", session.Invalid("model", session.CodeMissing, "model is required")
+	}
+	return name, nil
 }

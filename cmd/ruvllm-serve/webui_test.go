@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 )
 
 // TestServeWebUIAndCORS checks serve's defaults for browsers, as
@@ -34,16 +35,7 @@ func TestServeWebUIAndCORS(t *testing.T) {
 			waitHealthy(t, base)
 			status := func(method, path string, header ...string) (int, http.Header, string) {
 				t.Helper()
-				req, _ := http.NewRequest(method, base+path, strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
-				for i := 0; i+1 < len(header); i += 2 {
-					req.Header.Set(header[i], header[i+1])
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
+				resp, b := httpcheck.Do(t, method, base+path, `{"messages":[{"role":"user","content":"hi"}]}`, header...)
 				return resp.StatusCode, resp.Header, string(b)
 			}
 			if s, h, b := status("GET", "/"); s != tc.page || s == 200 && !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
