@@ -21,6 +21,9 @@ const (
 	// the answer on final (and commentary without a recipient, a preamble),
 	// tool calls as messages to=functions.NAME.
 	Harmony
+	// CommandR is Command R7B's blocks:
+	// <|START_THINKING|>reasoning<|END_THINKING|><|START_RESPONSE|>answer<|END_RESPONSE|>.
+	CommandR
 )
 
 func (f Format) String() string {
@@ -31,6 +34,8 @@ func (f Format) String() string {
 		return "granite"
 	case Harmony:
 		return "harmony"
+	case CommandR:
+		return "command-r7b"
 	}
 	return "none"
 }
@@ -51,15 +56,44 @@ const (
 	// but a message ends there too if they are in the text.
 	hCall   = "<|call|>"
 	hReturn = "<|return|>"
+
+	crThinkOpen     = "<|START_THINKING|>"
+	crThinkClose    = "<|END_THINKING|>"
+	crResponseOpen  = "<|START_RESPONSE|>"
+	crResponseClose = "<|END_RESPONSE|>"
+	// crGenerationPrompt ends Command R7B's generation prompt: its
+	// thinking, unlike the think tags, is not opened by the template.
+	crGenerationPrompt = "<|CHATBOT_TOKEN|>"
 )
 
+// tagSet are the markers of a format that writes its reasoning (and, for
+// some, its answer) as blocks between tags.
+type tagSet struct {
+	thinkOpen, thinkClose, responseOpen, responseClose string
+}
+
+// tags are the format's block markers.
+func (f Format) tags() tagSet {
+	if f == CommandR {
+		return tagSet{crThinkOpen, crThinkClose, crResponseOpen, crResponseClose}
+	}
+	return tagSet{thinkOpen, thinkClose, responseOpen, responseClose}
+}
+
+// blocks reports whether the format writes blocks of tags (rather than
+// harmony's channels, or nothing).
+func (f Format) blocks() bool { return f == Think || f == Granite || f == CommandR }
+
 // Detect tells the reasoning format a chat template teaches from its
-// source: harmony's channels, Granite's <response> beside <think>, or think
-// tags. A template that writes none of them gets None.
+// source: harmony's channels, Command R7B's thinking and response blocks,
+// Granite's <response> beside <think>, or think tags. A template that
+// writes none of them gets None.
 func Detect(template string) Format {
 	switch {
 	case strings.Contains(template, hChannel) && strings.Contains(template, hMessage):
 		return Harmony
+	case strings.Contains(template, crThinkOpen) && strings.Contains(template, crResponseOpen):
+		return CommandR
 	case strings.Contains(template, thinkOpen) && strings.Contains(template, responseOpen):
 		return Granite
 	case strings.Contains(template, thinkOpen) || strings.Contains(template, thinkClose):
@@ -80,6 +114,8 @@ func (f Format) Markers() []string {
 		return []string{thinkOpen, thinkClose, responseOpen, responseClose}
 	case Harmony:
 		return []string{hStart, hChannel, hConstrain, hMessage, hEnd}
+	case CommandR:
+		return []string{crThinkOpen, crThinkClose, crResponseOpen, crResponseClose}
 	}
 	return nil
 }

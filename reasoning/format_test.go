@@ -18,6 +18,7 @@ func TestDetect(t *testing.T) {
 		{"think tags", "{{ '<|im_start|>assistant\\n<think>\\n' }}", Think},
 		{"close tag only", "{% set c = content.split('</think>')[-1] %}", Think},
 		{"granite", "Write your thoughts between <think></think> and your response between <response></response>", Granite},
+		{"command r7b", "start by writing <|START_THINKING|> ... close it out with <|END_THINKING|> ... write <|START_RESPONSE|>", CommandR},
 		{"harmony", "{{ '<|start|>assistant<|channel|>final<|message|>' }}", Harmony},
 		{"plain", "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>' }}", None},
 		{"other tags", "<seed:think></seed:think> [THINK][/THINK]", None},
@@ -62,7 +63,7 @@ func TestDetectTemplates(t *testing.T) {
 }
 
 func TestMarkers(t *testing.T) {
-	for _, f := range []Format{None, Think, Granite, Harmony} {
+	for _, f := range []Format{None, Think, Granite, Harmony, CommandR} {
 		for _, m := range f.Markers() {
 			if !strings.HasPrefix(m, "<") || !strings.HasSuffix(m, ">") {
 				t.Errorf("%s: marker %q", f, m)

@@ -49,11 +49,11 @@ const spaces = " \t\r\n"
 type state uint8
 
 const (
-	// Think and Granite.
+	// Think, Granite and CommandR.
 	atStart    state = iota // before the output's first non-whitespace: a block may open
 	afterBlock              // after </think> or </response>: another block may open
 	inThink                 // in the reasoning
-	inResponse              // in Granite's <response>
+	inResponse              // in Granite's <response> (Command R7B's response block)
 	inContent               // the rest is content
 	// Harmony.
 	inHeader // after <|start|>, up to <|message|>
@@ -110,16 +110,26 @@ type Parser struct {
 
 // OpensThinking reports whether prompt, rendered by a template of the
 // format, leaves a think block open (it ends, but for whitespace, with
-// <think>), so that the output starts inside the reasoning.
+// the block's opening tag), so that the output starts inside the
+// reasoning.
 func (f Format) OpensThinking(prompt string) bool {
-	return (f == Think || f == Granite) && strings.HasSuffix(strings.TrimRight(prompt, spaces), thinkOpen)
+	return f.blocks() && strings.HasSuffix(strings.TrimRight(prompt, spaces), f.tags().thinkOpen)
 }
 
-// CloseThinking is what closes a think block the prompt left open: a
-// server that turns thinking off appends it to such a prompt (as
-// llama-server does with --reasoning-budget 0), so that the model answers
-// at once.
-func (f Format) CloseThinking() string { return thinkClose }
+// ThinkingOff is what a server that turns thinking off appends to a
+// prompt ending with the generation prompt, as llama-server does with
+// --reasoning-budget 0, so that the model answers at once: the closing tag
+// of a think block the prompt left open, or (Command R7B, whose template
+// opens none) an empty thinking block. "" when the prompt needs nothing.
+func (f Format) ThinkingOff(prompt string) string {
+	switch {
+	case f.OpensThinking(prompt):
+		return f.tags().thinkClose
+	case f == CommandR && strings.HasSuffix(prompt, crGenerationPrompt):
+		return crThinkOpen + crThinkClose
+	}
+	return ""
+}
 
 // NewParser starts parsing an output of the format generated after prompt,
 // the rendered prompt text. A think block the prompt opens and leaves open
@@ -130,7 +140,7 @@ func (f Format) CloseThinking() string { return thinkClose }
 func (f Format) NewParser(prompt string) *Parser {
 	p := &Parser{f: f}
 	switch f {
-	case Think, Granite:
+	case Think, Granite, CommandR:
 		p.forced = f.OpensThinking(prompt)
 	case Harmony:
 		tail := hStart + "assistant"
@@ -206,7 +216,7 @@ func (p *Parser) Finish() []Event {
 // output ends there.
 func (p *Parser) advance(final bool) []Event {
 	switch p.f {
-	case Think, Granite:
+	case Think, Granite, CommandR:
 		return p.tags(final)
 	case Harmony:
 		return p.harmony(final)
@@ -268,9 +278,11 @@ func (p *Parser) upTo(evs []Event, marker string, final bool) ([]Event, bool) {
 	return evs, false
 }
 
-// tags parses think tags and Granite's response tags.
+// tags parses think tags, Granite's response tags and Command R7B's
+// blocks.
 func (p *Parser) tags(final bool) []Event {
 	var evs []Event
+	ts := p.f.tags()
 	for {
 		switch p.st {
 		case atStart, afterBlock:
@@ -285,7 +297,7 @@ func (p *Parser) tags(final bool) []Event {
 			switch {
 			case open != "":
 				p.rest = p.rest[i+len(open):]
-				if open == thinkOpen {
+				if open == ts.thinkOpen {
 					p.st = inThink
 					p.open(Reasoning, trimBoth)
 				} else {
@@ -307,9 +319,9 @@ func (p *Parser) tags(final bool) []Event {
 			}
 			p.forced = false
 		case inThink, inResponse:
-			end := thinkClose
+			end := ts.thinkClose
 			if p.st == inResponse {
-				end = responseClose
+				end = ts.responseClose
 			}
 			var closed bool
 			if evs, closed = p.upTo(evs, end, final); !closed {
@@ -327,9 +339,10 @@ func (p *Parser) tags(final bool) []Event {
 // opener tells which block opens at the start of s, if any, or that s is
 // too short to tell yet.
 func (p *Parser) opener(s string, final bool) (open string, wait bool) {
-	opens := []string{thinkOpen}
-	if p.f == Granite && !p.forced {
-		opens = append(opens, responseOpen)
+	ts := p.f.tags()
+	opens := []string{ts.thinkOpen}
+	if (p.f == Granite || p.f == CommandR) && !p.forced {
+		opens = append(opens, ts.responseOpen)
 	}
 	for _, o := range opens {
 		if strings.HasPrefix(s, o) {

@@ -22,6 +22,9 @@ const (
 	v31NoThinkPrompt  = "<｜begin▁of▁sentence｜><｜User｜>Hello!<｜Assistant｜></think>"
 	granitePrompt     = "<|start_of_role|>user<|end_of_role|>Hello!<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>"
 	harmonyPrompt     = "<|start|>user<|message|>Hello!<|end|><|start|>assistant"
+	// Command R7B's generation prompt, and with thinking turned off.
+	commandRPrompt        = "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hello!<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
+	commandRNoThinkPrompt = commandRPrompt + "<|START_THINKING|><|END_THINKING|>"
 )
 
 type parseCase struct {
@@ -60,6 +63,15 @@ var parseCases = []parseCase{
 	{"cut in the open tag", Think, qwenPrompt, "\n<thi", "\n<thi", "", nil},
 	{"lookalike tags", Think, qwenPrompt, "<think><thinking>a</thinkx></think><th", "<th", "<thinking>a</thinkx>", nil},
 	{"empty output", Think, qwenPrompt, "", "", "", nil},
+
+	// Command R7B.
+	{"command r7b thinks", CommandR, commandRPrompt, "<|START_THINKING|>The user greets me.<|END_THINKING|><|START_RESPONSE|>Hello! How can I help?<|END_RESPONSE|>",
+		"Hello! How can I help?", "The user greets me.", nil},
+	{"command r7b response only", CommandR, commandRPrompt, "<|START_RESPONSE|>Hi<|END_RESPONSE|>", "Hi", "", nil},
+	{"command r7b thinking off", CommandR, commandRNoThinkPrompt, "<|START_RESPONSE|>Hi<|END_RESPONSE|>", "Hi", "", nil},
+	{"command r7b forced open", CommandR, commandRPrompt + "<|START_THINKING|>", "Plan.<|END_THINKING|><|START_RESPONSE|>Hi", "Hi", "Plan.", nil},
+	{"command r7b plain text", CommandR, commandRPrompt, "Hello!", "Hello!", "", nil},
+	{"command r7b think tags are text", CommandR, commandRPrompt, "<think>a</think>b", "<think>a</think>b", "", nil},
 
 	// Granite 3.3.
 	{"granite thinks", Granite, granitePrompt, "<think>The user greets me.</think><response>Hello! How can I help?</response>",
@@ -318,10 +330,11 @@ func FuzzParser(f *testing.F) {
 		f.Add(tc.out, uint64(len(tc.name)))
 	}
 	prompts := map[Format][]string{
-		None:    {""},
-		Think:   {qwenPrompt, r1Prompt},
-		Granite: {granitePrompt, granitePrompt + "<think>\n"},
-		Harmony: {harmonyPrompt, "", harmonyPrompt + "<|channel|>analysis<|message|>a"},
+		None:     {""},
+		Think:    {qwenPrompt, r1Prompt},
+		Granite:  {granitePrompt, granitePrompt + "<think>\n"},
+		Harmony:  {harmonyPrompt, "", harmonyPrompt + "<|channel|>analysis<|message|>a"},
+		CommandR: {commandRPrompt, commandRPrompt + "<|START_THINKING|>"},
 	}
 	f.Fuzz(func(t *testing.T, out string, seed uint64) {
 		r := rand.New(rand.NewPCG(seed, 7))
@@ -342,4 +355,32 @@ func FuzzParser(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestThinkingOff checks what turning thinking off appends to a generation
+// prompt, against the prompts llama-server renders with --reasoning-budget 0
+// (tools/server/tests/unit/test_template.py: DeepSeek-R1's ends
+// "<think>\n</think>", Command R7B's "<|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>").
+func TestThinkingOff(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		f      Format
+		prompt string
+		want   string
+	}{
+		{"r1 opens the block", Think, r1Prompt, "</think>"},
+		{"qwen3 opens none", Think, qwenPrompt, ""},
+		{"granite opened", Granite, granitePrompt + "<think>\n", "</think>"},
+		{"command r7b", CommandR, commandRPrompt, "<|START_THINKING|><|END_THINKING|>"},
+		{"command r7b opened", CommandR, commandRPrompt + "<|START_THINKING|>", "<|END_THINKING|>"},
+		{"command r7b continuing a message", CommandR, commandRPrompt + "<|START_RESPONSE|>Hel", ""},
+		{"harmony", Harmony, harmonyPrompt, ""},
+		{"none", None, "<|CHATBOT_TOKEN|>", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.f.ThinkingOff(tc.prompt); got != tc.want {
+				t.Errorf("ThinkingOff = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

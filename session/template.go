@@ -80,15 +80,7 @@ func (req *Request) kwargs(serverOff bool) map[string]any {
 // (serverOff, unless the request turns it on), a think block the template
 // opens anyway is closed, as llama-server does.
 func renderChat(m *Model, req *Request, tu *toolUse, serverOff bool) (string, error) {
-	kw := req.kwargs(serverOff)
-	if _, given := kw["date_string"]; !given && strings.Contains(m.templateSource(), "date_string") {
-		// Llama 3.x's templates print today's date from date_string, or a
-		// date of 2024 without it; llama-server passes today's.
-		if kw == nil {
-			kw = map[string]any{}
-		}
-		kw["date_string"] = time.Now().Format("02 Jan 2006")
-	}
+	kw := clockKwargs(req.kwargs(serverOff), m.templateSource(), time.Now())
 	agp := !req.Template.NoGenerationPrompt && !req.Template.ContinueFinal
 	render := func(messages []Message) (string, error) {
 		return m.Chat.RenderChat(chat.Input{Messages: messages, Tools: tu.templateTools(), AddGenerationPrompt: agp, Extra: kw})
@@ -121,10 +113,33 @@ func renderChat(m *Model, req *Request, tu *toolUse, serverOff bool) (string, er
 	if req.Template.ContinueFinal {
 		return continueFinal(text, req.Messages, req.names().Messages)
 	}
-	if think := req.think(serverOff); think != nil && !*think && m.thinking.format.OpensThinking(text) {
-		text += m.thinking.format.CloseThinking()
+	if think := req.think(serverOff); think != nil && !*think {
+		text += m.thinking.format.ThinkingOff(text)
 	}
 	return text, nil
+}
+
+// clockVariables are the variables through which templates print the
+// time, with the layout llama-server gives them: Llama 3.x's date_string
+// (without it they print a date of 2024) and firefunction-v2's datetime.
+var clockVariables = []struct{ name, layout string }{
+	{"date_string", "02 Jan 2006"},
+	{"datetime", "Jan 02 2006 15:04:05 GMT"},
+}
+
+// clockKwargs adds to kw the clock variables a template reads and the
+// request does not give, at now (local time, as llama-server prints it).
+func clockKwargs(kw map[string]any, src string, now time.Time) map[string]any {
+	for _, v := range clockVariables {
+		if _, given := kw[v.name]; given || !strings.Contains(src, v.name) {
+			continue
+		}
+		if kw == nil {
+			kw = map[string]any{}
+		}
+		kw[v.name] = now.Format(v.layout)
+	}
+	return kw
 }
 
 // foldSystem moves the system messages' contents into the first user

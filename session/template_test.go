@@ -3,6 +3,7 @@ package session
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestKwargs(t *testing.T) {
@@ -94,5 +95,30 @@ func TestContinueFinal(t *testing.T) {
 	}
 	if _, err := continueFinal("x", msgs[:1], "messages"); err == nil {
 		t.Error("a user message last was continued")
+	}
+}
+
+// TestClockKwargs checks the clock variables templates read: given by
+// the request, they stay; read by the template, they are set in
+// llama-server's layouts (Llama 3.x "26 Jul 2024", firefunction-v2
+// "Jul 26 2024 15:04:05 GMT"); not read, they are left out.
+func TestClockKwargs(t *testing.T) {
+	now := time.Date(2024, 7, 26, 15, 4, 5, 0, time.Local)
+	for _, tc := range []struct {
+		name string
+		kw   map[string]any
+		src  string
+		want map[string]any
+	}{
+		{"llama 3.x", nil, "Today Date: {{ date_string }}", map[string]any{"date_string": "26 Jul 2024"}},
+		{"firefunction-v2", map[string]any{"a": 1}, "'Today is ' + datetime + '.'", map[string]any{"a": 1, "datetime": "Jul 26 2024 15:04:05 GMT"}},
+		{"given by the request", map[string]any{"date_string": "1 Jan 2000"}, "{{ date_string }}", map[string]any{"date_string": "1 Jan 2000"}},
+		{"not read", nil, "{{ messages }}", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := clockKwargs(tc.kw, tc.src, now); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("clockKwargs = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
