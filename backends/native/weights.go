@@ -229,6 +229,9 @@ func loadWeights(f *gguf.File, cfg *models.Config) (*weights, error) {
 		w.blocks[l] = newTensors()
 	}
 	for _, spec := range cfg.Architecture().Tensors {
+		if spec.Role.Spec().Experts {
+			continue // loadExperts views them
+		}
 		if !spec.Role.Spec().Block {
 			ld.load(cfg, spec, 0, &w.global)
 			continue
