@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ruvllm/ruvllm/api/openai"
+
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/models/chat"
@@ -56,7 +58,7 @@ func TestThinkingModels(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
-		m := decode[chatCompletion](t, b).Choices[0].Message
+		m := decode[wire.ChatCompletion](t, b).Choices[0].Message
 		if deref(m.ReasoningContent) != "The user greets me." || deref(m.Content) != "Hello there!" {
 			t.Errorf("reasoning %q content %q", deref(m.ReasoningContent), deref(m.Content))
 		}
@@ -72,7 +74,7 @@ func TestThinkingModels(t *testing.T) {
 				continue
 			}
 			var c struct {
-				Choices []struct{ Delta chatDelta } `json:"choices"`
+				Choices []struct{ Delta wire.ChatDelta } `json:"choices"`
 			}
 			if err := json.Unmarshal([]byte(d), &c); err != nil {
 				t.Fatal(err)
@@ -107,7 +109,7 @@ func TestThinkingModels(t *testing.T) {
 			if got := strings.HasSuffix(prompt(n), emptyThink); got != tc.thinkingOff {
 				t.Errorf("prompt %q: empty think block %v, want %v", prompt(n), got, tc.thinkingOff)
 			}
-			if m := decode[chatCompletion](t, b).Choices[0].Message; deref(m.Content) != tc.content {
+			if m := decode[wire.ChatCompletion](t, b).Choices[0].Message; deref(m.Content) != tc.content {
 				t.Errorf("content %q, want %q", deref(m.Content), tc.content)
 			}
 		})
@@ -176,12 +178,12 @@ func TestPeerFields(t *testing.T) {
 			}
 		}},
 		{"include_stop_str_in_output", "/v1/chat/completions", `{` + chatMsgs + `,"stop":["STOP"],"include_stop_str_in_output":true}`, func(t *testing.T, r backends.Request, b []byte) {
-			if c := deref(decode[chatCompletion](t, b).Choices[0].Message.Content); c != " Hello STOP" {
+			if c := deref(decode[wire.ChatCompletion](t, b).Choices[0].Message.Content); c != " Hello STOP" {
 				t.Errorf("content %q", c)
 			}
 		}},
 		{"stop without it", "/v1/chat/completions", `{` + chatMsgs + `,"stop":["STOP"]}`, func(t *testing.T, r backends.Request, b []byte) {
-			ch := decode[chatCompletion](t, b).Choices[0]
+			ch := decode[wire.ChatCompletion](t, b).Choices[0]
 			if c := deref(ch.Message.Content); c != " Hello " || ch.FinishReason != "stop" {
 				t.Errorf("content %q, finish %q", c, ch.FinishReason)
 			}
@@ -265,9 +267,9 @@ func TestGuidedOutputs(t *testing.T) {
 				}
 				var text string
 				if strings.Contains(route, "chat") {
-					text = deref(decode[chatCompletion](t, b).Choices[0].Message.Content)
+					text = deref(decode[wire.ChatCompletion](t, b).Choices[0].Message.Content)
 				} else {
-					text = decode[textCompletion](t, b).Choices[0].Text
+					text = decode[wire.TextCompletion](t, b).Choices[0].Text
 				}
 				if !tc.ok(text) {
 					t.Errorf("output %q does not follow %s", text, tc.fields)
@@ -289,7 +291,7 @@ func TestToolCallAfterReasoning(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
-	ch := decode[chatCompletion](t, b).Choices[0]
+	ch := decode[wire.ChatCompletion](t, b).Choices[0]
 	if deref(ch.Message.ReasoningContent) != "I need the weather." || ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) != 1 ||
 		ch.Message.ToolCalls[0].Function.Name != "get_weather" || ch.Message.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` || ch.Message.Content != nil {
 		t.Errorf("choice %s", b)
@@ -305,7 +307,7 @@ func TestToolCallAfterReasoning(t *testing.T) {
 		}
 		var c struct {
 			Choices []struct {
-				Delta        chatDelta
+				Delta        wire.ChatDelta
 				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
 		}

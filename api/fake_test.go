@@ -18,9 +18,6 @@ import (
 	"github.com/ruvllm/ruvllm/session"
 )
 
-// testWords are the normal pieces of the test vocabulary.
-var testWords = testmodel.Words
-
 // testTokenizer is the test vocabulary's tokenizer.
 func testTokenizer(tb testing.TB) *tokenizer.Tokenizer { return testmodel.WordTokenizer(tb) }
 

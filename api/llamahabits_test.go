@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	wire "github.com/ruvllm/ruvllm/api/openai"
 )
 
 // llama-server's habits on the OpenAI routes: the first chunk's content
@@ -18,7 +20,7 @@ func TestLlamaTimings(t *testing.T) {
 			Delta        map[string]json.RawMessage `json:"delta"`
 			FinishReason *string                    `json:"finish_reason"`
 		} `json:"choices"`
-		Usage   *usage          `json:"usage"`
+		Usage   *wire.Usage     `json:"usage"`
 		Timings *map[string]any `json:"timings"`
 	}
 	for _, tc := range []struct {
@@ -64,7 +66,7 @@ func TestLlamaTimings(t *testing.T) {
 	}
 	resp, b := do(t, "POST", fs.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`)
 	r := decode[struct {
-		Usage   usage          `json:"usage"`
+		Usage   wire.Usage     `json:"usage"`
 		Timings map[string]any `json:"timings"`
 	}](t, b)
 	if resp.StatusCode != 200 || r.Timings["predicted_n"] != float64(r.Usage.CompletionTokens) ||

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	wire "github.com/ruvllm/ruvllm/api/openai"
+
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/chat"
@@ -127,7 +129,7 @@ func TestTwoModels(t *testing.T) {
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, b)
 			}
-			c := decode[chatCompletion](t, b)
+			c := decode[wire.ChatCompletion](t, b)
 			word := map[string]string{"alpha": " Hello", "beta": " world"}[tc.engine]
 			if c.Model != tc.answer || deref(c.Choices[0].Message.Content) != word {
 				t.Errorf("model %q content %q; want %q from %s", c.Model, deref(c.Choices[0].Message.Content), tc.answer, tc.engine)
@@ -147,7 +149,7 @@ func TestTwoModels(t *testing.T) {
 
 	t.Run("text completion on beta", func(t *testing.T) {
 		_, b := do(t, "POST", ms.URL+"/v1/completions", `{"model":"beta","prompt":"x","max_tokens":1}`)
-		if c := decode[textCompletion](t, b); c.Model != "beta" || c.Choices[0].Text != " world" {
+		if c := decode[wire.TextCompletion](t, b); c.Model != "beta" || c.Choices[0].Text != " world" {
 			t.Errorf("%s", b)
 		}
 	})
@@ -235,7 +237,7 @@ func TestTwoModels(t *testing.T) {
 		}
 		// Now only beta has it, so the bare name is beta's.
 		_, b = do(t, "POST", ms.URL+"/v1/completions", `{"model":"shared","prompt":"x","max_tokens":1}`)
-		if c := decode[textCompletion](t, b); c.Model != "shared" || c.Choices[0].Text != " world" {
+		if c := decode[wire.TextCompletion](t, b); c.Model != "shared" || c.Choices[0].Text != " world" {
 			t.Errorf("shared after the delete: %s", b)
 		}
 		resp, b := do(t, "POST", ms.URL+"/v1/unload_lora_adapter", `{"lora_name":"beta:shared"}`)

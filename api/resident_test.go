@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ruvllm/ruvllm/api/openai"
+
 	"github.com/ruvllm/ruvllm/models/chat"
 	"github.com/ruvllm/ruvllm/session"
 )
@@ -181,7 +183,7 @@ func TestMaxLoaded(t *testing.T) {
 	}
 	<-slow
 	got := decode[struct {
-		Usage usage `json:"usage"`
+		Usage wire.Usage `json:"usage"`
 	}](t, long)
 	if got.Usage.CompletionTokens != 15 || a.closes.Load() != 2 {
 		t.Fatalf("the long request got %s; a closed %d times", long, a.closes.Load())

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ruvllm/ruvllm/api/openai"
+
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models"
@@ -100,7 +102,7 @@ type routed struct {
 	status          int
 	id, model, text string
 	route           string
-	usage           usage
+	usage           wire.Usage
 	body            string
 }
 
@@ -132,7 +134,7 @@ func (rs *routeServer) post(t *testing.T, path string, body any) routed {
 				Content string `json:"content"`
 			} `json:"message"`
 		} `json:"choices"`
-		Usage usage `json:"usage"`
+		Usage wire.Usage `json:"usage"`
 	}
 	if json.Unmarshal([]byte(out.body), &r) == nil {
 		out.id, out.model, out.usage = r.ID, r.Model, r.Usage
@@ -205,9 +207,9 @@ func TestRouterEndToEnd(t *testing.T) {
 				continue
 			}
 			var c struct {
-				ID    string `json:"id"`
-				Model string `json:"model"`
-				Usage *usage `json:"usage"`
+				ID    string      `json:"id"`
+				Model string      `json:"model"`
+				Usage *wire.Usage `json:"usage"`
 			}
 			if err := json.Unmarshal([]byte(data), &c); err != nil {
 				t.Fatal(err)
@@ -348,7 +350,7 @@ func TestRouterAvoidsAModelThatFailsToLoad(t *testing.T) {
 			failed++
 			last = "broken"
 		case resp.StatusCode == http.StatusOK:
-			last = decode[chatCompletion](t, b).Model
+			last = decode[wire.ChatCompletion](t, b).Model
 		default:
 			t.Fatalf("status %d: %s", resp.StatusCode, b)
 		}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ruvllm/ruvllm/api/openai"
+
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -73,7 +75,7 @@ func TestWebUIBrowser(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, whole)
 		}
-		want := deref(decode[chatCompletion](t, whole).Choices[0].Message.Content)
+		want := deref(decode[wire.ChatCompletion](t, whole).Choices[0].Message.Content)
 		if reply == "" || reply != want {
 			t.Errorf("the page streamed %q, the API answers %q", reply, want)
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ruvllm/ruvllm/api/openai"
+
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -89,11 +91,11 @@ type wireChunk struct {
 			Role    string  `json:"role"`
 			Content *string `json:"content"`
 		} `json:"delta"`
-		Text         string        `json:"text"`
-		Logprobs     *chatLogprobs `json:"logprobs"`
-		FinishReason *string       `json:"finish_reason"`
+		Text         string             `json:"text"`
+		Logprobs     *wire.ChatLogprobs `json:"logprobs"`
+		FinishReason *string            `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Usage *wire.Usage `json:"usage"`
 }
 
 const uuidRE = `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`
@@ -107,7 +109,7 @@ func TestChatCompletion(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
-	got := decode[chatCompletion](t, b)
+	got := decode[wire.ChatCompletion](t, b)
 	if !regexp.MustCompile(`^chatcmpl-` + uuidRE + `$`).MatchString(got.ID) {
 		t.Errorf("id %q", got.ID)
 	}
@@ -252,7 +254,7 @@ func TestStopStrings(t *testing.T) {
 				}
 			}
 		} else {
-			c := decode[chatCompletion](t, b)
+			c := decode[wire.ChatCompletion](t, b)
 			text, finish = deref(c.Choices[0].Message.Content), c.Choices[0].FinishReason
 		}
 		if text != " Hello " || finish != "stop" || strings.Contains(string(b), "TOP") {
@@ -272,7 +274,7 @@ func TestChatLogprobs(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
-	c := decode[chatCompletion](t, b)
+	c := decode[wire.ChatCompletion](t, b)
 	lp := c.Choices[0].Logprobs
 	if deref(c.Choices[0].Message.Content) != " Helloé" || lp == nil || len(lp.Content) != 3 {
 		t.Fatalf("logprobs %s", b)
@@ -316,7 +318,7 @@ func TestSamplingParameters(t *testing.T) {
 			t.Errorf("logit bias %v, max tokens %d", p.LogitBias, r.MaxTokens)
 		}
 	}
-	c := decode[chatCompletion](t, b)
+	c := decode[wire.ChatCompletion](t, b)
 	for i, ch := range c.Choices {
 		if ch.Index != i || ch.FinishReason != "length" || deref(ch.Message.Content) != " Hello Hello Hello" {
 			t.Errorf("choice %+v", ch)
@@ -342,7 +344,7 @@ func TestCompletions(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d: %s", resp.StatusCode, b)
 		}
-		c := decode[textCompletion](t, b)
+		c := decode[wire.TextCompletion](t, b)
 		if !regexp.MustCompile(`^cmpl-`+uuidRE+`$`).MatchString(c.ID) || c.Object != "text_completion" || len(c.Choices) != 4 {
 			t.Fatalf("%s", b)
 		}
@@ -352,24 +354,24 @@ func TestCompletions(t *testing.T) {
 			}
 		}
 		// BOS, "▁" and one byte per prompt, each prompt counted once.
-		if u := decode[struct{ Usage usage }](t, b).Usage; u.CompletionTokens != 8 || u.PromptTokens != 6 {
+		if u := decode[struct{ Usage wire.Usage }](t, b).Usage; u.CompletionTokens != 8 || u.PromptTokens != 6 {
 			t.Errorf("usage %+v", u)
 		}
 	})
 	t.Run("echo and token prompt", func(t *testing.T) {
 		_, b := do(t, "POST", fs.URL+"/v1/completions", `{"prompt":"Once","echo":true}`)
-		if c := decode[textCompletion](t, b); c.Choices[0].Text != "Once the end!" || *c.Choices[0].FinishReason != "stop" {
+		if c := decode[wire.TextCompletion](t, b); c.Choices[0].Text != "Once the end!" || *c.Choices[0].FinishReason != "stop" {
 			t.Errorf("%s", b)
 		}
 		hello := fs.tok.Vocab().IDs["▁Hello"]
 		_, b = do(t, "POST", fs.URL+"/v1/completions", `{"prompt":[1,`+strconv.Itoa(int(hello))+`],"echo":true,"max_tokens":1}`)
-		if c := decode[textCompletion](t, b); c.Choices[0].Text != fs.tok.Decode([]tokenizer.ID{1, hello})+" the" {
+		if c := decode[wire.TextCompletion](t, b); c.Choices[0].Text != fs.tok.Decode([]tokenizer.ID{1, hello})+" the" {
 			t.Errorf("%s", b)
 		}
 	})
 	t.Run("legacy logprobs", func(t *testing.T) {
 		_, b := do(t, "POST", fs.URL+"/v1/completions", `{"prompt":"x","logprobs":2}`)
-		lp := decode[textCompletion](t, b).Choices[0].Logprobs
+		lp := decode[wire.TextCompletion](t, b).Choices[0].Logprobs
 		if lp == nil || !slices.Equal(lp.Tokens, []string{" the", " end", "!"}) || !slices.Equal(lp.TextOffset, []int{0, 4, 8}) ||
 			*lp.TokenLogprobs[0] != -0.25 || len(lp.TopLogprobs[0]) != 2 {
 			t.Errorf("logprobs %s", b)

@@ -3,7 +3,6 @@ package anthropic
 import (
 	"encoding/json"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
@@ -20,95 +19,84 @@ const claudeCodeToolSearch = " (Claude Code: leave ENABLE_TOOL_SEARCH unset, or 
 // search, web fetch, code execution, tool search, MCP toolsets) are
 // refused: this server runs none of them and has no schema for them.
 func parseTools(f *jsonhttp.Fields) ([]session.Tool, error) {
-	raw, ok, err := f.Array("tools")
-	if err != nil || !ok {
-		return nil, err
-	}
-	if len(raw) > session.MaxTools {
-		return nil, session.Invalid("tools", session.CodeInvalidValue, "tools holds %d tools; at most %d are allowed", len(raw), session.MaxTools)
-	}
-	out := make([]session.Tool, 0, len(raw))
-	for i, rt := range raw {
-		p := "tools[" + strconv.Itoa(i) + "]"
-		tf, err := jsonhttp.ObjectOf(rt, p)
-		if err != nil {
-			return nil, err
-		}
+	var out []session.Tool
+	_, err := f.EachObject("tools", session.MaxTools, func(_ int, p string, tf *jsonhttp.Fields, _ json.RawMessage) error {
 		if typ, ok, err := tf.Str("type"); err != nil {
-			return nil, err
+			return err
 		} else if ok && typ != "custom" {
 			msg := "%s: tools of type %s are not supported: this server runs no server tools and knows no Anthropic-defined tool; define a custom tool with an input_schema"
 			if strings.HasPrefix(typ, "tool_search_tool") {
 				msg += claudeCodeToolSearch
 			}
-			return nil, session.Unsupported(p+".type", msg, p, session.Quote(typ))
+			return session.Unsupported(p+".type", msg, p, session.Quote(typ))
 		}
 		name, ok, err := tf.Str("name")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, missing(p + ".name")
+			return missing(p + ".name")
 		}
 		if !session.ValidName(name) {
-			return nil, session.Invalid(p+".name", session.CodeInvalidValue, "%s.name %s must be 1 to 64 letters, digits, underscores and dashes", p, session.Quote(name))
+			return session.Invalid(p+".name", session.CodeInvalidValue, "%s.name %s must be 1 to 64 letters, digits, underscores and dashes", p, session.Quote(name))
 		}
 		t := session.Tool{Name: name}
 		if t.Description, _, err = tf.Str("description"); err != nil {
-			return nil, err
+			return err
 		}
 		schema, ok, err := tf.Object("input_schema")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, missing(p + ".input_schema")
+			return missing(p + ".input_schema")
 		}
 		if typ, _ := schema.Peek("type"); !isString(typ, "object") {
-			return nil, session.Invalid(p+".input_schema.type", session.CodeInvalidValue, "%s.input_schema.type must be \"object\"", p)
+			return session.Invalid(p+".input_schema.type", session.CodeInvalidValue, "%s.input_schema.type must be \"object\"", p)
 		}
 		t.Parameters, _ = tf.Raw("input_schema")
 		if err := cacheControl(tf); err != nil {
-			return nil, err
+			return err
 		}
 		// strict asks for inputs that follow the schema: they do when the
 		// call is forced (tool_choice any or tool), whose grammar is the
 		// schema's.
 		if _, _, err := tf.Bool("strict"); err != nil {
-			return nil, err
+			return err
 		}
 		// Only how finely the input streams, which is token by token here.
 		if _, _, err := tf.Bool("eager_input_streaming"); err != nil {
-			return nil, err
+			return err
 		}
 		if d, _, err := tf.Bool("defer_loading"); err != nil {
-			return nil, err
+			return err
 		} else if d {
-			return nil, session.Unsupported(p+".defer_loading", "%s.defer_loading: deferred tools need the tool search tool, which this server does not run"+claudeCodeToolSearch, p)
+			return session.Unsupported(p+".defer_loading", "%s.defer_loading: deferred tools need the tool search tool, which this server does not run"+claudeCodeToolSearch, p)
 		}
 		if callers, ok, err := tf.Array("allowed_callers"); err != nil {
-			return nil, err
+			return err
 		} else if ok {
 			for _, c := range callers {
 				if !isString(c, "direct") {
-					return nil, session.Unsupported(p+".allowed_callers", "%s.allowed_callers: only \"direct\" is supported (programmatic tool calling runs on Anthropic's side)", p)
+					return session.Unsupported(p+".allowed_callers", "%s.allowed_callers: only \"direct\" is supported (programmatic tool calling runs on Anthropic's side)", p)
 				}
 			}
 		}
 		if ex, ok, err := tf.Array("input_examples"); err != nil {
-			return nil, err
+			return err
 		} else if ok && len(ex) > 0 {
-			return nil, session.Unsupported(p+".input_examples", "%s.input_examples are not supported: chat templates have no place for them", p)
+			return session.Unsupported(p+".input_examples", "%s.input_examples are not supported: chat templates have no place for them", p)
 		}
 		if err := tf.Unknown(); err != nil {
-			return nil, err
+			return err
 		}
 		if slices.ContainsFunc(out, func(o session.Tool) bool { return o.Name == name }) {
-			return nil, session.Invalid(p+".name", session.CodeInvalidValue, "tool names must be unique; %s is given twice", session.Quote(name))
+			return session.Invalid(p+".name", session.CodeInvalidValue, "tool names must be unique; %s is given twice", session.Quote(name))
 		}
 		out = append(out, t)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // parseToolChoice reads tool_choice: {"type":"auto"|"any"|"none"} or

@@ -360,3 +360,27 @@ func (f *Fields) Unknown(ignorable ...string) error {
 	slices.Sort(names)
 	return session.Invalid(f.Param(names[0]), session.CodeUnknownParam, "unrecognized request argument supplied: %s", f.Param(names[0]))
 }
+
+// EachObject reads member name as an array of at most max objects and
+// calls each with every one: its index, its field name ("tools[2]"), its
+// members and its raw JSON. It reports whether the member is there.
+func (f *Fields) EachObject(name string, max int, each func(i int, p string, o *Fields, raw json.RawMessage) error) (bool, error) {
+	raw, ok, err := f.Array(name)
+	if err != nil || !ok {
+		return ok, err
+	}
+	if len(raw) > max {
+		return true, session.Invalid(f.Param(name), session.CodeInvalidValue, "%s holds %d items; at most %d are allowed", f.Param(name), len(raw), max)
+	}
+	for i, r := range raw {
+		p := f.Param(name) + "[" + strconv.Itoa(i) + "]"
+		o, err := ObjectOf(r, p)
+		if err != nil {
+			return true, err
+		}
+		if err := each(i, p, o, r); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}

@@ -402,52 +402,41 @@ func parseCalls(mf *jsonhttp.Fields, p string) ([]any, error) {
 // "function": {"name", "description", "parameters"}}, the type defaulting
 // to function.
 func parseTools(f *jsonhttp.Fields) ([]session.Tool, error) {
-	raw, ok, err := f.Array("tools")
-	if err != nil || !ok {
-		return nil, err
-	}
-	if len(raw) > session.MaxTools {
-		return nil, session.Invalid("tools", session.CodeInvalidValue, "tools holds %d tools; at most %d are allowed", len(raw), session.MaxTools)
-	}
-	out := make([]session.Tool, 0, len(raw))
-	for i, rt := range raw {
-		p := "tools[" + strconv.Itoa(i) + "]"
-		tf, err := jsonhttp.ObjectOf(rt, p)
-		if err != nil {
-			return nil, err
-		}
+	var out []session.Tool
+	_, err := f.EachObject("tools", session.MaxTools, func(_ int, p string, tf *jsonhttp.Fields, _ json.RawMessage) error {
 		if typ, ok, err := tf.Str("type"); err != nil {
-			return nil, err
+			return err
 		} else if ok && typ != "function" {
-			return nil, session.Unsupported(p+".type", "tools of type %s are not supported; only \"function\" is", session.Quote(typ))
+			return session.Unsupported(p+".type", "tools of type %s are not supported; only \"function\" is", session.Quote(typ))
 		}
 		fn, ok, err := tf.Object("function")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, session.Invalid(p+".function", session.CodeMissing, "%s.function is required", p)
+			return session.Invalid(p+".function", session.CodeMissing, "%s.function is required", p)
 		}
 		name, _, err := fn.Str("name")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		t := session.Tool{Name: name}
 		if t.Description, _, err = fn.Str("description"); err != nil {
-			return nil, err
+			return err
 		}
 		if _, ok, err := fn.Object("parameters"); err != nil {
-			return nil, err
+			return err
 		} else if ok {
 			t.Parameters, _ = fn.Raw("parameters")
 		}
 		var obj map[string]any
 		fnRaw, _ := tf.Raw("function")
 		if err := json.Unmarshal(fnRaw, &obj); err != nil {
-			return nil, session.Invalid(p, session.CodeInvalidJSON, "%s: %v", p, err)
+			return session.Invalid(p, session.CodeInvalidJSON, "%s: %v", p, err)
 		}
 		t.Object = map[string]any{"type": "function", "function": obj}
 		out = append(out, t)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }

@@ -336,14 +336,14 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 type chatFormat struct{}
 
 // chatLogprobsOf renders tokens as chat logprobs.
-func chatLogprobsOf(tokens []session.TokenLogprob) *chatLogprobs {
-	lp := &chatLogprobs{Content: make([]chatTokenLogprob, len(tokens))}
+func chatLogprobsOf(tokens []session.TokenLogprob) *ChatLogprobs {
+	lp := &ChatLogprobs{Content: make([]ChatTokenLogprob, len(tokens))}
 	for i, e := range tokens {
-		top := make([]chatTopLogprob, len(e.Top))
+		top := make([]ChatTopLogprob, len(e.Top))
 		for j, alt := range e.Top {
-			top[j] = chatTopLogprob{Token: alt.Piece, Logprob: JSONLogprob(alt.Logprob), Bytes: byteList(alt.Piece)}
+			top[j] = ChatTopLogprob{Token: alt.Piece, Logprob: JSONLogprob(alt.Logprob), Bytes: byteList(alt.Piece)}
 		}
-		lp.Content[i] = chatTokenLogprob{Token: e.Piece, Logprob: JSONLogprob(e.Logprob), Bytes: byteList(e.Piece), TopLogprobs: top}
+		lp.Content[i] = ChatTokenLogprob{Token: e.Piece, Logprob: JSONLogprob(e.Logprob), Bytes: byteList(e.Piece), TopLogprobs: top}
 	}
 	return lp
 }
@@ -358,14 +358,14 @@ func FinishReason(r session.FinishReason) string {
 
 func (chatFormat) response(h responseHead, gen *session.Generation, logprobs bool) any {
 	u := gen.Usage()
-	resp := chatCompletion{ID: h.id, Object: "chat.completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: usageOf(u)}
+	resp := ChatCompletion{ID: h.id, Object: "chat.completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: usageOf(u)}
 	t := gen.Throughput(time.Now()).TimingsJSON()
 	resp.Timings = &t
 	results := gen.Results()
-	resp.Choices = make([]chatChoice, len(results))
+	resp.Choices = make([]ChatChoice, len(results))
 	for _, res := range results {
 		content := res.Content
-		cc := chatChoice{Index: res.Index, Message: chatMessage{Role: "assistant", Content: &content}, FinishReason: FinishReason(res.Finish)}
+		cc := ChatChoice{Index: res.Index, Message: ChatMessage{Role: "assistant", Content: &content}, FinishReason: FinishReason(res.Finish)}
 		if res.Reasoning != "" {
 			reasoning := res.Reasoning
 			cc.Message.ReasoningContent = &reasoning
@@ -375,8 +375,8 @@ func (chatFormat) response(h responseHead, gen *session.Generation, logprobs boo
 				cc.Message.Content = nil
 			}
 			for _, call := range res.Calls {
-				cc.Message.ToolCalls = append(cc.Message.ToolCalls, toolCall{ID: call.ID, Type: "function",
-					Function: toolCallFunction{Name: call.Name, Arguments: call.Arguments}})
+				cc.Message.ToolCalls = append(cc.Message.ToolCalls, ToolCall{ID: call.ID, Type: "function",
+					Function: ToolCallFunction{Name: call.Name, Arguments: call.Arguments}})
 			}
 		}
 		if logprobs {
@@ -388,7 +388,7 @@ func (chatFormat) response(h responseHead, gen *session.Generation, logprobs boo
 }
 
 func (chatFormat) stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, opt streamOptions, _ *tokenizer.Tokenizer) streamWriter {
-	return &chatStream{chunks: newChunks[chatChunkChoice](st, h, "chat.completion.chunk", gen, opt), gen: gen}
+	return &chatStream{chunks: newChunks[ChatChunkChoice](st, h, "chat.completion.chunk", gen, opt), gen: gen}
 }
 
 // chatStream writes a chat completion's events as chunks: one chunk per
@@ -399,13 +399,13 @@ type chatStream struct {
 	gen    *session.Generation
 }
 
-type chatChoiceChunk = chatChunkChoice
+type chatChoiceChunk = ChatChunkChoice
 
 // begin gives every choice the assistant role first, with null content
 // (as llama-server; OpenAI sends ""): a content delta is never empty.
 func (cs *chatStream) begin() error {
 	for i := range cs.gen.Choices() {
-		if err := cs.chunks.send(chatChunkChoice{Index: i, Delta: chatDelta{Role: "assistant", NullContent: true}}); err != nil {
+		if err := cs.chunks.send(ChatChunkChoice{Index: i, Delta: ChatDelta{Role: "assistant", NullContent: true}}); err != nil {
 			return err
 		}
 	}
@@ -414,9 +414,9 @@ func (cs *chatStream) begin() error {
 
 func (cs *chatStream) Send(evs []session.Event) error {
 	if evs[0].Kind == session.EventProgress {
-		return cs.chunks.sendProgress(chatChunkChoice{Index: evs[0].Choice}, evs[0].Progress)
+		return cs.chunks.sendProgress(ChatChunkChoice{Index: evs[0].Choice}, evs[0].Progress)
 	}
-	ch := chatChunkChoice{Index: evs[0].Choice}
+	ch := ChatChunkChoice{Index: evs[0].Choice}
 	var content, reasoning strings.Builder
 	var hasContent, hasReasoning, any bool
 	var finish *session.Event
@@ -430,13 +430,13 @@ func (cs *chatStream) Send(evs []session.Event) error {
 			reasoning.WriteString(e.Text)
 			hasReasoning = true
 		case session.EventCallStart:
-			ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, toolCallDelta{Index: e.Call, ID: e.ID, Type: "function",
-				Function: toolFunctionDelta{Name: e.Name}})
+			ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, ToolCallDelta{Index: e.Call, ID: e.ID, Type: "function",
+				Function: ToolFunctionDelta{Name: e.Name}})
 		case session.EventCallArguments:
 			if n := len(ch.Delta.ToolCalls); n > 0 && ch.Delta.ToolCalls[n-1].Index == e.Call {
 				ch.Delta.ToolCalls[n-1].Function.Arguments += e.Text
 			} else {
-				ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, toolCallDelta{Index: e.Call, Function: toolFunctionDelta{Arguments: e.Text}})
+				ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, ToolCallDelta{Index: e.Call, Function: ToolFunctionDelta{Arguments: e.Text}})
 			}
 		case session.EventFinish:
 			finish = e
@@ -444,7 +444,7 @@ func (cs *chatStream) Send(evs []session.Event) error {
 		}
 		if len(e.Tokens) > 0 {
 			if ch.Logprobs == nil {
-				ch.Logprobs = &chatLogprobs{Content: []chatTokenLogprob{}}
+				ch.Logprobs = &ChatLogprobs{Content: []ChatTokenLogprob{}}
 			}
 			ch.Logprobs.Content = append(ch.Logprobs.Content, chatLogprobsOf(e.Tokens).Content...)
 		}
@@ -465,9 +465,9 @@ func (cs *chatStream) Send(evs []session.Event) error {
 	}
 	if finish != nil {
 		reason := FinishReason(finish.Finish)
-		return cs.chunks.sendFinish(chatChunkChoice{Index: finish.Choice, FinishReason: &reason})
+		return cs.chunks.sendFinish(ChatChunkChoice{Index: finish.Choice, FinishReason: &reason})
 	}
 	return nil
 }
 
-func (cs *chatStream) end(u *usage) error { return cs.chunks.end(u) }
+func (cs *chatStream) end(u *Usage) error { return cs.chunks.end(u) }

@@ -169,8 +169,8 @@ func (o *offsets) at(text string, b int) int {
 
 // legacyLogprobs renders tokens in the legacy format, text_offset in
 // characters of the choice's text.
-func legacyLogprobs(text string, tokens []session.TokenLogprob, o *offsets) *textLogprobs {
-	lp := &textLogprobs{
+func legacyLogprobs(text string, tokens []session.TokenLogprob, o *offsets) *TextLogprobs {
+	lp := &TextLogprobs{
 		Tokens:        make([]string, len(tokens)),
 		TokenLogprobs: make([]*float64, len(tokens)),
 		TopLogprobs:   make([]map[string]float64, len(tokens)),
@@ -194,14 +194,14 @@ func legacyLogprobs(text string, tokens []session.TokenLogprob, o *offsets) *tex
 
 func (cf *completionFormat) response(h responseHead, gen *session.Generation, _ bool) any {
 	u := usageOf(gen.Usage())
-	resp := textCompletion{ID: h.id, Object: "text_completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
+	resp := TextCompletion{ID: h.id, Object: "text_completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
 	t := gen.Throughput(time.Now()).TimingsJSON()
 	resp.Timings = &t
 	results := gen.Results()
-	resp.Choices = make([]textChoice, len(results))
+	resp.Choices = make([]TextChoice, len(results))
 	for _, res := range results {
 		finish := FinishReason(res.Finish)
-		tc := textChoice{Index: res.Index, Text: res.Text, FinishReason: &finish}
+		tc := TextChoice{Index: res.Index, Text: res.Text, FinishReason: &finish}
 		promptText, promptIDs := gen.Prompt(res.Prompt)
 		if cf.echo {
 			tc.Text = promptText + tc.Text
@@ -218,7 +218,7 @@ func (cf *completionFormat) response(h responseHead, gen *session.Generation, _ 
 }
 
 func (cf *completionFormat) stream(st *jsonhttp.Stream, h responseHead, gen *session.Generation, opt streamOptions, _ *tokenizer.Tokenizer) streamWriter {
-	ts := &textStream{chunks: newChunks[textChoice](st, h, "text_completion", gen, opt), f: cf, gen: gen}
+	ts := &textStream{chunks: newChunks[TextChoice](st, h, "text_completion", gen, opt), f: cf, gen: gen}
 	ts.texts = make([]string, gen.Choices())
 	ts.offsets = make([]offsets, gen.Choices())
 	return ts
@@ -226,7 +226,7 @@ func (cf *completionFormat) stream(st *jsonhttp.Stream, h responseHead, gen *ses
 
 // textStream writes a text completion's events as chunks.
 type textStream struct {
-	chunks *chunks[textChoice]
+	chunks *chunks[TextChoice]
 	f      *completionFormat
 	gen    *session.Generation
 	// texts are the choices' texts so far, and offsets walk them, for the
@@ -240,7 +240,7 @@ func (ts *textStream) begin() error {
 	if ts.f.echo {
 		for i := range ts.gen.Choices() {
 			if p, _ := ts.gen.Prompt(ts.gen.ChoicePrompt(i)); p != "" {
-				if err := ts.chunks.send(textChoice{Index: i, Text: p}); err != nil {
+				if err := ts.chunks.send(TextChoice{Index: i, Text: p}); err != nil {
 					return err
 				}
 			}
@@ -252,7 +252,7 @@ func (ts *textStream) begin() error {
 func (ts *textStream) Send(evs []session.Event) error {
 	i := evs[0].Choice
 	if evs[0].Kind == session.EventProgress {
-		return ts.chunks.sendProgress(textChoice{Index: i}, evs[0].Progress)
+		return ts.chunks.sendProgress(TextChoice{Index: i}, evs[0].Progress)
 	}
 	var text string
 	var tokens []session.TokenLogprob
@@ -269,7 +269,7 @@ func (ts *textStream) Send(evs []session.Event) error {
 	}
 	if text != "" || len(tokens) > 0 {
 		ts.texts[i] += text
-		ch := textChoice{Index: i, Text: text}
+		ch := TextChoice{Index: i, Text: text}
 		if ts.f.logprobs >= 0 {
 			ch.Logprobs = legacyLogprobs(ts.texts[i], tokens, &ts.offsets[i])
 		}
@@ -279,20 +279,20 @@ func (ts *textStream) Send(evs []session.Event) error {
 	}
 	if finish != nil {
 		reason := FinishReason(finish.Finish)
-		return ts.chunks.sendFinish(textChoice{Index: i, FinishReason: &reason})
+		return ts.chunks.sendFinish(TextChoice{Index: i, FinishReason: &reason})
 	}
 	return nil
 }
 
-func (ts *textStream) end(u *usage) error { return ts.chunks.end(u) }
+func (ts *textStream) end(u *Usage) error { return ts.chunks.end(u) }
 
 // promptLogprobs renders a prompt's tokens and their logprobs in the legacy
 // format: the first token has none (null), each later one its
 // log-probability given those before it (lps[i] is token i+1's), and
 // text_offset is where each token's text starts in the prompt's decoded
 // text, in characters.
-func promptLogprobs(t *tokenizer.Tokenizer, ids []tokenizer.ID, lps []backends.Token) *textLogprobs {
-	lp := &textLogprobs{
+func promptLogprobs(t *tokenizer.Tokenizer, ids []tokenizer.ID, lps []backends.Token) *TextLogprobs {
+	lp := &TextLogprobs{
 		Tokens:        make([]string, len(ids)),
 		TokenLogprobs: make([]*float64, len(ids)),
 		TopLogprobs:   make([]map[string]float64, len(ids)),
@@ -323,7 +323,7 @@ func promptLogprobs(t *tokenizer.Tokenizer, ids []tokenizer.ID, lps []backends.T
 
 // joinLogprobs appends the completion's logprobs to the prompt's, its
 // text offsets moved past the echoed prompt of promptRunes characters.
-func joinLogprobs(prompt, completion *textLogprobs, promptRunes int) *textLogprobs {
+func joinLogprobs(prompt, completion *TextLogprobs, promptRunes int) *TextLogprobs {
 	prompt.Tokens = append(prompt.Tokens, completion.Tokens...)
 	prompt.TokenLogprobs = append(prompt.TokenLogprobs, completion.TokenLogprobs...)
 	prompt.TopLogprobs = append(prompt.TopLogprobs, completion.TopLogprobs...)

@@ -29,7 +29,7 @@ type streamWriter interface {
 	session.Sink
 	begin() error
 	// end writes the usage chunk (when u is not nil) and [DONE].
-	end(u *usage) error
+	end(u *Usage) error
 }
 
 // responseHead is what every response and chunk of a request repeats.
@@ -73,7 +73,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, g *genRequest, f 
 		}
 		return nil
 	}
-	var up *usage
+	var up *Usage
 	if g.includeUsage {
 		u := usageOf(gen.Usage())
 		up = &u
@@ -83,9 +83,9 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, g *genRequest, f 
 }
 
 // usageOf is OpenAI's usage object.
-func usageOf(u session.Usage) usage {
-	return usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens(),
-		PromptTokensDetails: &promptTokensDetails{CachedTokens: u.CachedTokens}}
+func usageOf(u session.Usage) Usage {
+	return Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens(),
+		PromptTokensDetails: &PromptTokensDetails{CachedTokens: u.CachedTokens}}
 }
 
 // chunks writes the chunks of a stream whose choices have the shape C.
@@ -152,7 +152,7 @@ func (c *chunks[C]) sendFinish(ch C) error {
 	return c.st.Send(k)
 }
 
-func (c *chunks[C]) end(u *usage) error {
+func (c *chunks[C]) end(u *Usage) error {
 	if u != nil {
 		ch := c.chunk([]C{})
 		ch.Usage = u

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"encoding/json"
-	"strconv"
 
 	"github.com/ruvllm/ruvllm/api/jsonhttp"
 	"github.com/ruvllm/ruvllm/session"
@@ -11,50 +10,39 @@ import (
 // ParseTools reads tools: a list of {"type":"function","function":
 // {"name","description","parameters","strict"}}.
 func ParseTools(f *jsonhttp.Fields) ([]session.Tool, error) {
-	raw, ok, err := f.Array("tools")
-	if err != nil || !ok {
-		return nil, err
-	}
-	if len(raw) > session.MaxTools {
-		return nil, session.Invalid("tools", session.CodeInvalidValue, "tools holds %d tools; at most %d are allowed", len(raw), session.MaxTools)
-	}
-	out := make([]session.Tool, 0, len(raw))
-	for i, rt := range raw {
-		p := "tools[" + strconv.Itoa(i) + "]"
-		tf, err := jsonhttp.ObjectOf(rt, p)
-		if err != nil {
-			return nil, err
-		}
+	var out []session.Tool
+	_, err := f.EachObject("tools", session.MaxTools, func(_ int, p string, tf *jsonhttp.Fields, raw json.RawMessage) error {
 		typ, ok, err := tf.Str("type")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, session.Invalid(p+".type", session.CodeMissing, "%s.type is required", p)
+			return session.Invalid(p+".type", session.CodeMissing, "%s.type is required", p)
 		}
 		if typ != "function" {
-			return nil, session.Unsupported(p+".type", "tools of type %s are not supported; only \"function\" is", session.Quote(typ))
+			return session.Unsupported(p+".type", "tools of type %s are not supported; only \"function\" is", session.Quote(typ))
 		}
 		fn, ok, err := tf.Object("function")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, session.Invalid(p+".function", session.CodeMissing, "%s.function is required", p)
+			return session.Invalid(p+".function", session.CodeMissing, "%s.function is required", p)
 		}
 		if err := tf.Unknown(); err != nil {
-			return nil, err
+			return err
 		}
 		t, err := parseFunction(fn, p+".function")
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := json.Unmarshal(rt, &t.Object); err != nil {
-			return nil, session.Invalid(p, session.CodeInvalidJSON, "%s: %v", p, err)
+		if err := json.Unmarshal(raw, &t.Object); err != nil {
+			return session.Invalid(p, session.CodeInvalidJSON, "%s: %v", p, err)
 		}
 		out = append(out, t)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // parseFunction reads a function's {"name", "description", "parameters",

@@ -7,21 +7,25 @@ import (
 	"github.com/ruvllm/ruvllm/session"
 )
 
-// The OpenAI response shapes. Fields OpenAI sends as null are pointers or
-// `any` so that they encode as null rather than vanish.
+// The OpenAI response shapes, exported for the clients that decode them
+// (tests among them). Fields OpenAI sends as null are pointers or `any` so
+// that they encode as null rather than vanish.
 
-type usage struct {
+// Usage counts a response's tokens, as OpenAI reports them.
+type Usage struct {
 	PromptTokens        int                  `json:"prompt_tokens"`
 	CompletionTokens    int                  `json:"completion_tokens"`
 	TotalTokens         int                  `json:"total_tokens"`
-	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
 }
 
-type promptTokensDetails struct {
+// PromptTokensDetails says how many prompt tokens the prefix cache held.
+type PromptTokensDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
-type chatMessage struct {
+// ChatMessage is the assistant's message of a chat completion's choice.
+type ChatMessage struct {
 	Role string `json:"role"`
 	// Content is null when the message only calls tools.
 	Content *string `json:"content"`
@@ -29,22 +33,23 @@ type chatMessage struct {
 	// vLLM and DeepSeek's API return it; absent when there is none.
 	ReasoningContent *string    `json:"reasoning_content,omitempty"`
 	Refusal          *string    `json:"refusal"`
-	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
-type chatDelta struct {
+// ChatDelta is what a streamed chunk adds to a choice's message.
+type ChatDelta struct {
 	Role             string          `json:"role,omitempty"`
 	Content          *string         `json:"content,omitempty"`
 	ReasoningContent *string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
+	ToolCalls        []ToolCallDelta `json:"tool_calls,omitempty"`
 	// NullContent writes "content": null when Content is nil (the first
 	// chunk's delta, as llama-server sends it).
 	NullContent bool `json:"-"`
 }
 
 // MarshalJSON writes the delta, with "content": null when NullContent.
-func (d chatDelta) MarshalJSON() ([]byte, error) {
-	type plain chatDelta
+func (d ChatDelta) MarshalJSON() ([]byte, error) {
+	type plain ChatDelta
 	if !d.NullContent || d.Content != nil {
 		return json.Marshal(plain(d))
 	}
@@ -55,99 +60,109 @@ func (d chatDelta) MarshalJSON() ([]byte, error) {
 	}{Role: d.Role, plain: plain(d)})
 }
 
-type chatLogprobs struct {
-	Content []chatTokenLogprob `json:"content"`
+// ChatLogprobs are a chat choice's tokens with their log-probabilities.
+type ChatLogprobs struct {
+	Content []ChatTokenLogprob `json:"content"`
 	Refusal *string            `json:"refusal"`
 }
 
-type chatTokenLogprob struct {
+// ChatTokenLogprob is one generated token and its most likely alternatives.
+type ChatTokenLogprob struct {
 	Token       string           `json:"token"`
 	Logprob     float64          `json:"logprob"`
 	Bytes       []int            `json:"bytes"`
-	TopLogprobs []chatTopLogprob `json:"top_logprobs"`
+	TopLogprobs []ChatTopLogprob `json:"top_logprobs"`
 }
 
-type chatTopLogprob struct {
+// ChatTopLogprob is one of the most likely tokens at a step.
+type ChatTopLogprob struct {
 	Token   string  `json:"token"`
 	Logprob float64 `json:"logprob"`
 	Bytes   []int   `json:"bytes"`
 }
 
-type chatChoice struct {
+// ChatChoice is one choice of a chat completion.
+type ChatChoice struct {
 	Index        int           `json:"index"`
-	Message      chatMessage   `json:"message"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
+	Message      ChatMessage   `json:"message"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
 	FinishReason string        `json:"finish_reason"`
 }
 
-type chatCompletion struct {
+// ChatCompletion is the response of /v1/chat/completions sent whole.
+type ChatCompletion struct {
 	ID                string       `json:"id"`
 	Object            string       `json:"object"`
 	Created           int64        `json:"created"`
 	Model             string       `json:"model"`
 	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []chatChoice `json:"choices"`
-	Usage             usage        `json:"usage"`
+	Choices           []ChatChoice `json:"choices"`
+	Usage             Usage        `json:"usage"`
 	// Timings are llama-server's measure of the prompt processing and
 	// the generation, which its clients read beside the usage.
 	Timings *session.TimingsJSON `json:"timings,omitempty"`
 }
 
-type chatChunkChoice struct {
+// ChatChunkChoice is a choice of a streamed chat completion chunk.
+type ChatChunkChoice struct {
 	Index        int           `json:"index"`
-	Delta        chatDelta     `json:"delta"`
-	Logprobs     *chatLogprobs `json:"logprobs"`
+	Delta        ChatDelta     `json:"delta"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
 }
 
-// toolCall is a call in a response message.
-type toolCall struct {
+// ToolCall is a call in a response message.
+type ToolCall struct {
 	ID       string           `json:"id"`
 	Type     string           `json:"type"`
-	Function toolCallFunction `json:"function"`
+	Function ToolCallFunction `json:"function"`
 }
 
-type toolCallFunction struct {
+// ToolCallFunction is the function a call calls and its JSON arguments.
+type ToolCallFunction struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
 
-// toolCallDelta is a piece of a call in a stream: the first carries the
+// ToolCallDelta is a piece of a call in a stream: the first carries the
 // id, type and name, the rest fragments of the arguments.
-type toolCallDelta struct {
+type ToolCallDelta struct {
 	Index    int               `json:"index"`
 	ID       string            `json:"id,omitempty"`
 	Type     string            `json:"type,omitempty"`
-	Function toolFunctionDelta `json:"function"`
+	Function ToolFunctionDelta `json:"function"`
 }
 
-type toolFunctionDelta struct {
+// ToolFunctionDelta is a streamed piece of a call's function.
+type ToolFunctionDelta struct {
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments"`
 }
 
-// textLogprobs is the legacy completions logprobs object.
-type textLogprobs struct {
+// TextLogprobs is the legacy completions logprobs object.
+type TextLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TokenLogprobs []*float64           `json:"token_logprobs"` // null for a prompt's first token
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`   // a nil map is null
 	TextOffset    []int                `json:"text_offset"`
 }
 
-type textChoice struct {
+// TextChoice is one choice of a text completion, whole or streamed.
+type TextChoice struct {
 	Text         string        `json:"text"`
 	Index        int           `json:"index"`
-	Logprobs     *textLogprobs `json:"logprobs"`
+	Logprobs     *TextLogprobs `json:"logprobs"`
 	FinishReason *string       `json:"finish_reason"`
 }
 
-type textCompletion struct {
+// TextCompletion is the response of /v1/completions sent whole.
+type TextCompletion struct {
 	ID                string               `json:"id"`
 	Object            string               `json:"object"`
 	Created           int64                `json:"created"`
 	Model             string               `json:"model"`
 	SystemFingerprint string               `json:"system_fingerprint"`
-	Choices           []textChoice         `json:"choices"`
+	Choices           []TextChoice         `json:"choices"`
 	Usage             any                  `json:"usage,omitempty"`
 	Timings           *session.TimingsJSON `json:"timings,omitempty"`
 }

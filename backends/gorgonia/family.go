@@ -78,5 +78,5 @@ func softCapLogits(n *net, logits *G.Node) *G.Node {
 	if c == 0 {
 		return logits
 	}
-	return must(G.Mul(must(G.Tanh(must(G.Mul(logits, G.NewConstant(1/c))))), G.NewConstant(c)))
+	return must(G.Mul(must(G.Tanh(must(G.Mul(logits, n.constant(float64(1/c)))))), n.constant(float64(c))))
 }

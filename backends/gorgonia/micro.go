@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"gorgonia.org/tensor"
+
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
@@ -40,8 +42,11 @@ type MicroOptions struct {
 	// ConsolidateEvery is how many updates pass between moves of the
 	// penalty's anchor (with a penalty set); 0 means 32.
 	ConsolidateEvery int
-	// SaveEvery is the most often an adapter's file is rewritten; 0 means
-	// 2 s. The newest version is always in memory, and Close saves all.
+	// SaveEvery is the most often an adapter's file is rewritten, and the
+	// longest an update waits to be saved; 0 means 2 s. The newest version
+	// is always in memory, and Close saves all. The file holds the
+	// trainer's state too (Trainer.State), from which a restarted server
+	// continues.
 	SaveEvery time.Duration
 	// Queue bounds the events waiting; 0 means 1024. A full queue refuses
 	// feedback (ErrBusy).
@@ -175,7 +180,12 @@ func (m *MicroLoRA) adapter(name string) (*microAdapter, error) {
 		if old.Training == nil {
 			return nil, fmt.Errorf("%w: %q", ErrNotMicro, name)
 		}
-		if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); err != nil {
+		if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); errors.Is(err, lora.ErrInvalid) && old.Training.State != nil {
+			// A saved trainer state that does not fit the factors: train
+			// on with a new optimiser rather than refuse the adapter.
+			a.tr, err = trainerFrom(m.model, old, m.opt.Train, tensor.Float32, false)
+		}
+		if err != nil {
 			return nil, err
 		}
 		a.stats = *old.Training
@@ -197,7 +207,8 @@ func (m *MicroLoRA) registered(name string) bool {
 	return err == nil
 }
 
-// publish makes the trainer's factors the adapter's next version.
+// publish makes the trainer's factors the adapter's next version; with
+// persist, its file is written too, with the trainer's state.
 func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
 	ad, err := a.tr.Adapter(a.name)
 	if err != nil {
@@ -205,6 +216,9 @@ func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
 	}
 	a.stats.Version++
 	st := a.stats
+	if persist {
+		st.State = a.tr.State()
+	}
 	ad.Training = &st
 	if _, err := m.reg.Publish(a.name, ad, persist); err != nil {
 		return err
@@ -215,6 +229,19 @@ func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
 		a.dirty = true
 	}
 	return nil
+}
+
+// save writes the file of every adapter with updates not yet saved, as
+// the version in memory; m.mu is held.
+func (m *MicroLoRA) save() error {
+	var errs []error
+	for _, a := range m.adapters {
+		if a.dirty {
+			a.stats.Version-- // the saved version is the one in memory
+			errs = append(errs, m.publish(a, true))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stats is the live training state of the adapter named name; ok is false
@@ -255,14 +282,7 @@ func (m *MicroLoRA) Close() error {
 	<-m.exited
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var errs []error
-	for _, a := range m.adapters {
-		if a.dirty {
-			a.stats.Version-- // the saved version is the one in memory
-			errs = append(errs, m.publish(a, true))
-		}
-	}
-	return errors.Join(errs...)
+	return m.save()
 }
 
 // run is the background trainer: one goroutine on a thread of the lowest
@@ -277,10 +297,18 @@ func (m *MicroLoRA) run() {
 	defer runtime.GOMAXPROCS(procs)
 	runtime.LockOSThread()
 	lowerPriority()
+	// Updates not saved yet are saved once SaveEvery has passed, also when
+	// no later feedback comes, so that a server killed then loses none.
+	tick := time.NewTicker(m.opt.SaveEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-m.done:
 			return
+		case <-tick.C:
+			m.mu.Lock()
+			m.save()
+			m.mu.Unlock()
 		case ev := <-m.queue:
 			start := time.Now()
 			m.train(ev)
@@ -305,7 +333,7 @@ func (m *MicroLoRA) train(ev MicroEvent) {
 	}
 	// The trainer is used by this goroutine only; the lock guards stats.
 	s, err := a.tr.Prepare(ev.Objective, ev.Example)
-	loss := 0.0
+	loss, steps := 0.0, a.tr.Steps
 	if err == nil {
 		batch := []Scored{s}
 		for i := len(a.replay) - 1; i >= 0 && len(batch) <= m.opt.Replay && m.opt.Replay > 0; i-- {
@@ -329,6 +357,11 @@ func (m *MicroLoRA) train(ev MicroEvent) {
 	a.stats.Loss = loss
 	if a.tr.opt.Penalty != NoPenalty && a.stats.Updates%int64(m.opt.ConsolidateEvery) == 0 {
 		a.tr.Consolidate()
+	}
+	if a.tr.Steps == steps {
+		// No step (the pairs met their targets): the factors, so the
+		// version, are as they were.
+		return
 	}
 	m.publish(a, time.Since(a.saved) >= m.opt.SaveEvery)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/api/responses"
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/gorgonia"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/hub"
@@ -272,6 +273,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.micro.rank, "micro-lora-rank", 2, "rank of new MicroLoRA adapters")
 	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
 	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
+	fs.StringVar(&c.micro.objective, "micro-lora-objective", string(gorgonia.Margin), "what MicroLoRAs train preference pairs with: margin (a hinge on the adapter's own margin, --micro-lora-margin) or dpo")
+	fs.Float64Var(&c.micro.margin, "micro-lora-margin", 2, "with --micro-lora-objective margin: the nats by which a pair's chosen must win (beyond the base model's margin where the base already prefers it)")
 	fs.DurationVar(&c.feedbackWindow, "feedback-window", session.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
 	fs.IntVar(&c.maxLoaded, "max-loaded", 0, "most models loaded at once (0: all); loading another unloads the least recently used idle one first")
 	c.keepAlive = session.KeepForever
@@ -335,6 +338,8 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
 	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
 		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
+	case c.micro.objective != string(gorgonia.Margin) && c.micro.objective != string(gorgonia.DPO) || !(c.micro.margin > 0) || math.IsInf(c.micro.margin, 0):
+		return nil, fmt.Errorf("%w: --micro-lora-objective is margin or dpo, and --micro-lora-margin a positive number of nats", errUsage)
 	case c.maxLoaded < 0:
 		return nil, fmt.Errorf("%w: --max-loaded must not be negative", errUsage)
 	case c.route.costWeight < 0 || math.IsNaN(c.route.costWeight) || math.IsInf(c.route.costWeight, 0):

@@ -247,6 +247,7 @@ func testMissing(e *exec.Evaluator, _ *exec.Value, params *exec.VarArgs) (bool, 
 	if len(params.Args) > 0 {
 		name = pyStr(params.Args[0])
 	}
+	//lint:ignore ST1005 Jinja2's own message, as the render cases compare it
 	err := fmt.Errorf("TemplateRuntimeError: No test named '%s' found.", name)
 	fail(e, err)
 	return false, err
