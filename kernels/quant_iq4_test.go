@@ -3,6 +3,7 @@ package kernels
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ type iq4Fixture struct {
 		Dequantized        b64Floats
 		Buffer             string
 		Product1, ProductN b64Floats
+		ProductE           b64Floats // each token alone (MUL_MAT_ID's way)
 	}
 }
 
@@ -98,4 +100,98 @@ func TestIQ4MatchesGGML(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExpertMatMulMatchesGGML holds MatMulRecent and ExpertMatMul to
+// recent ggml's products (testdata/ggml_recent.json, README.md there) bit
+// for bit, on one pool thread and two: MatMulRecent to its matrix products
+// of one token and of nine (Q4_K repacked: its gemv, and its gemm of 4
+// tokens twice then its gemv; IQ4_XS by vec_dot, and its IQ panel; F32 and
+// F16 by vec_dot, and tinyBLAS), ExpertMatMul to its products of each
+// token alone (as its mixtures of experts take them: Q4_K's gemv and
+// vec_dot for every token), and to its IQ panel for nine IQ4_XS tokens.
+func TestExpertMatMulMatchesGGML(t *testing.T) {
+	if !littleEndian {
+		t.Skip("the fixture's floats are little-endian")
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "ggml_recent.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fx iq4Fixture
+	if err := json.Unmarshal(raw, &fx); err != nil {
+		t.Fatal(err)
+	}
+	rows, cols, n := fx.Rows, fx.Cols, fx.Tokens
+	for _, c := range fx.Types {
+		typ, _ := ParseDType(c.Type)
+		t.Run(c.Type, func(t *testing.T) {
+			if string(c.Quantized) != string(quantizeRows(typ, fx.Weights, rows, cols)) {
+				t.Fatal("the quantized weights differ from ggml's")
+			}
+			expert := c.ProductE
+			if typ == IQ4_XS {
+				expert = c.ProductN // the panel, for an expert of 8 tokens or more
+			}
+			for _, cs := range []struct {
+				name   string
+				mul    func(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte)
+				tokens int
+				want   []float32
+			}{
+				{"MatMulRecent", MatMulRecent, 1, c.Product1},
+				{"MatMulRecent", MatMulRecent, n, c.ProductN},
+				{"ExpertMatMul", ExpertMatMul, 1, c.ProductE[:rows]},
+				{"ExpertMatMul", ExpertMatMul, n, expert},
+			} {
+				for _, p := range []*Pool{nil, NewPool(2)} {
+					out := make([]float32, cs.tokens*rows)
+					cs.mul(p, typ, c.Quantized, rows, cols, fx.X[:cs.tokens*cols], cs.tokens, out, make([]byte, MatScratchBytes(typ, cols, cs.tokens)))
+					sameBits(t, fmt.Sprintf("%s of %d tokens", cs.name, cs.tokens), out, cs.want)
+					if p != nil {
+						p.Close()
+					}
+				}
+			}
+			if typ != Q4_K && typ != IQ4_XS {
+				return
+			}
+			tr, _ := TraitsOf(typ)
+			a := make([]byte, tr.VecDotType.RowBytes(cols))
+			rb := typ.RowBytes(cols)
+			twins := map[DType][2]func(int, []byte, []byte) float32{
+				Q4_K:   {vecDotQ4_KGemmGeneric, vecDotQ4_KRepackGeneric},
+				IQ4_XS: {vecDotIQ4_XSPanelGeneric, vecDotIQ4_XSPanelGeneric},
+			}[typ]
+			for tok := range n {
+				QuantizeActivations(tr.VecDotType, fx.X[tok*cols:(tok+1)*cols], a)
+				for r := range rows {
+					w := c.Quantized[r*rb : (r+1)*rb]
+					gemm := twins[0]
+					if tok >= n-n%4 {
+						gemm = twins[1] // the gemv of the tokens past the last 4
+					}
+					if got, want := gemm(cols, w, a), c.ProductN[tok*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("pure Go, token %d row %d: %.9g, ggml %.9g", tok, r, got, want)
+					}
+					if typ == Q4_K {
+						if got, want := twins[1](cols, w, a), c.ProductE[tok*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("pure Go gemv, token %d row %d: %.9g, ggml %.9g", tok, r, got, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// quantizeRows quantizes rows of x to t.
+func quantizeRows(t DType, x []float32, rows, cols int) []byte {
+	tr, _ := TraitsOf(t)
+	rb := t.RowBytes(cols)
+	q := make([]byte, rows*rb)
+	for r := range rows {
+		tr.QuantizeRow(x[r*cols:(r+1)*cols], q[r*rb:(r+1)*rb])
+	}
+	return q
 }

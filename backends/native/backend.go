@@ -63,6 +63,9 @@ type Backend struct {
 	// tap, when set (by tests), sees the activations at named points of
 	// every pass; see observe.
 	tap func(point string, layer int, x []float32)
+	// moeFFN, when set (by tests), computes the mixture-of-experts
+	// sublayer in place of experts: a second way to the same numbers.
+	moeFFN func(l, n int, t *tensors, xn, proj []float32, act func(dst, gate, up []float32))
 	// inputs, when set, sees the input of every block matrix
 	// (ObserveInputs).
 	inputs func(layer int, name string, x []float32)
@@ -124,7 +127,7 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 	if err != nil {
 		return nil, err
 	}
-	moeLayers, err := loadExperts(f, cfg)
+	moeLayers, err := loadExperts(f, cfg, w)
 	if err != nil {
 		return nil, err
 	}

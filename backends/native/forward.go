@@ -200,6 +200,8 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 		w.sparse.MulVec(b.pool, x, w.threshold, out, &b.buf.sparse)
 	case w.sparse != nil:
 		w.sparse.MatMul(b.pool, x, n, w.threshold, out, &b.buf.sparse)
+	case w.recent:
+		kernels.MatMulRecent(b.pool, w.typ, w.data, w.rows, w.cols, xw, n, out, b.buf.quant)
 	case n == 1 && w.packed != nil:
 		kernels.MatVecInterleaved(b.pool, w.typ, w.packed, w.rows, w.cols, xw, out, b.buf.quant)
 	case n == 1:

@@ -39,10 +39,16 @@ type moeLayer struct {
 }
 
 // loadExperts views the experts' tensors of every block of a mixture of
-// experts in f; nil for a dense model.
-func loadExperts(f *gguf.File, cfg *models.Config) ([]moeLayer, error) {
+// experts in f; nil for a dense model. The mixtures of experts run as the
+// recent llama.cpp that knows them computes: the experts' products by
+// kernels.ExpertMatMul, and the other matrices of w (attention, router,
+// output) by kernels.MatMulRecent.
+func loadExperts(f *gguf.File, cfg *models.Config, w *weights) ([]moeLayer, error) {
 	if !cfg.IsMoE() {
 		return nil, nil
+	}
+	for _, m := range w.matrices() {
+		m.recent = true
 	}
 	ld := &loader{f: f}
 	layers := make([]moeLayer, cfg.Layers)
@@ -199,6 +205,10 @@ func (mb *moeBuffers) size(cfg *models.Config, layers []moeLayer, n int) error {
 // over each token's chosen experts e_j with weights w_j (route), act the
 // family's gated activation.
 func (b *Backend) experts(l, n int, t *tensors, xn, proj []float32, act func(dst, gate, up []float32)) {
+	if b.moeFFN != nil {
+		b.moeFFN(l, n, t, xn, proj, act)
+		return
+	}
 	cfg, mb, ly := b.cfg, &b.moe, &b.moeLayers[l]
 	dim, k, f := cfg.Dim, cfg.ExpertsUsed, cfg.ExpertFFN
 	b.route(l, n, t, xn)
@@ -261,20 +271,10 @@ func (b *Backend) experts(l, n int, t *tensors, xn, proj []float32, act func(dst
 }
 
 // expertProduct sets out (n, rows) to the n rows of x times expert e's
-// matrix of m, plus its bias when the block has one. Float weights are
-// multiplied token by token: llama.cpp's expert products are ggml's
-// vec_dot for every token, never the tinyBLAS sums its matrix products
-// take for several.
+// matrix of m, plus its bias when the block has one, as llama.cpp's
+// expert products compute them (kernels.ExpertMatMul).
 func (b *Backend) expertProduct(m *expertMatrix, e int, x []float32, n int, out, bias []float32) {
-	w := m.expert(e)
-	switch m.typ {
-	case kernels.F32, kernels.F16, kernels.BF16:
-		for r := range n {
-			kernels.MatVec(b.pool, m.typ, w, m.rows, m.cols, x[r*m.cols:(r+1)*m.cols], out[r*m.rows:(r+1)*m.rows], b.moe.quant)
-		}
-	default:
-		kernels.MatMul(b.pool, m.typ, w, m.rows, m.cols, x[:n*m.cols], n, out[:n*m.rows], b.moe.quant)
-	}
+	kernels.ExpertMatMul(b.pool, m.typ, m.expert(e), m.rows, m.cols, x[:n*m.cols], n, out[:n*m.rows], b.moe.quant)
 	if bias != nil {
 		bias = bias[e*m.rows : (e+1)*m.rows]
 		for r := range n {

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/models"
 )
 
 // moeDir holds a recent llama.cpp's runs of the tiny mixtures of experts
@@ -18,27 +20,42 @@ import (
 // writes them again, byte for byte, on any machine.
 var moeDir = filepath.Join(familyDir, "moe")
 
-// moeFile synthesizes the file a reference names ("tiny-qwen3moe-Q4_K_M.gguf":
-// shape tiny-qwen3moe, type Q4_K_M) and checks that it is the file llama.cpp
-// ran, by its SHA-256.
+// moeFile synthesizes the file a reference names, SHAPE[-seedN]-TYPE.gguf
+// ("tiny-qwen3moe-Q4_K_M.gguf": shape tiny-qwen3moe, type Q4_K_M, seed 1;
+// "tiny-gpt-oss-seed2-MXFP4_MOE.gguf"), and checks that it is the file
+// llama.cpp ran, by its SHA-256.
 func moeFile(t *testing.T, name, sha string) string {
 	t.Helper()
-	base := strings.TrimSuffix(name, ".gguf")
-	i := strings.LastIndex(base, "-")
-	if i < 0 || !strings.HasPrefix(base, "tiny-") {
-		t.Fatalf("reference of a file %s synth cannot name", name)
-	}
-	ft := base[i+1:]
-	shape := base[:i]
-	if ft == "MOE" { // MXFP4_MOE
-		j := strings.LastIndex(shape, "-")
-		shape, ft = base[:j], base[j+1:]
-	}
-	path := testmodel.Synth(t, shape, ft)
+	path := moeSynth(t, name)
 	if got := fileSHA256(t, path); got != sha {
 		t.Fatalf("synth wrote %s with SHA-256 %s, llama.cpp ran %s", name, got, sha)
 	}
 	return path
+}
+
+// moeSynth synthesizes the file a reference names (moeFile).
+func moeSynth(t *testing.T, name string) string {
+	t.Helper()
+	base := strings.TrimSuffix(name, ".gguf")
+	var shape, ft string
+	for _, s := range models.ShapeNames() {
+		if rest, ok := strings.CutPrefix(base, s+"-"); ok && len(s) > len(shape) {
+			shape, ft = s, rest
+		}
+	}
+	seed := uint64(1)
+	if rest, ok := strings.CutPrefix(ft, "seed"); ok {
+		n, after, _ := strings.Cut(rest, "-")
+		v, err := strconv.ParseUint(n, 10, 64)
+		if err != nil {
+			t.Fatalf("reference of a file %s synth cannot name", name)
+		}
+		seed, ft = v, after
+	}
+	if shape == "" {
+		t.Fatalf("reference of a file %s synth cannot name", name)
+	}
+	return testmodel.SynthSeed(t, shape, ft, seed)
 }
 
 func fileSHA256(t *testing.T, path string) string {
@@ -73,4 +90,72 @@ func TestMoEParity(t *testing.T) {
 			checkReference(t, b, ref, ruleFor(model, ref))
 		})
 	}
+}
+
+// denseExperts is the mixture-of-experts sublayer computed densely: every
+// expert on every token, its output weighted by the token's routing
+// weight for it (zero where the token did not choose it) and summed. No
+// grouping, no gathering of tokens, no per-slot outputs: a second way to
+// what b.experts computes sparsely.
+func denseExperts(b *Backend) func(l, n int, t *tensors, xn, proj []float32, act func(dst, gate, up []float32)) {
+	return func(l, n int, t *tensors, xn, proj []float32, act func(dst, gate, up []float32)) {
+		cfg, mb, ly := b.cfg, &b.moe, &b.moeLayers[l]
+		dim, k, f := cfg.Dim, cfg.ExpertsUsed, cfg.ExpertFFN
+		b.route(l, n, t, xn)
+		weight := make([]float32, n*cfg.Experts) // (token, expert)
+		for r := range n {
+			for j := range k {
+				weight[r*cfg.Experts+int(mb.chosen[r*k+j])] = mb.weight[r*k+j]
+			}
+		}
+		clear(proj[:n*dim])
+		gate, up, down := make([]float32, n*f), make([]float32, n*f), make([]float32, n*dim)
+		for e := range cfg.Experts {
+			b.expertProduct(ly.gate, e, xn, n, gate, ly.gateB)
+			b.expertProduct(ly.up, e, xn, n, up, ly.upB)
+			for i := range n {
+				act(gate[i*f:(i+1)*f], gate[i*f:(i+1)*f], up[i*f:(i+1)*f])
+			}
+			b.expertProduct(ly.down, e, gate, n, down, ly.downB)
+			for r := range n {
+				w := weight[r*cfg.Experts+e]
+				for i, v := range down[r*dim : (r+1)*dim] {
+					proj[r*dim+i] += w * v
+				}
+			}
+		}
+	}
+}
+
+// TestMoEDenseParity checks the routing a second way: the tiny mixtures of
+// experts computed densely (every expert evaluated, the routing weights
+// applied; denseExperts) choose llama.cpp's tokens at every step of its
+// runs, with its logits within ruleOtherBuild's bound, as the sparse
+// computation does (TestMoEParity).
+func TestMoEDenseParity(t *testing.T) {
+	for _, model := range []string{"tiny-qwen3moe-F32", "tiny-qwen3moe-Q4_K_M", "tiny-gpt-oss-F32", "tiny-gpt-oss-MXFP4_MOE"} {
+		files, _ := filepath.Glob(filepath.Join(moeDir, model, "*.logits.json"))
+		if len(files) == 0 {
+			t.Fatalf("no reference runs of %s in %s", model, moeDir)
+		}
+		for _, file := range files {
+			prompt := strings.TrimSuffix(filepath.Base(file), ".logits.json")
+			t.Run(model+"/"+prompt, func(t *testing.T) {
+				ref := readReference(t, file)
+				b, _, _ := openFile(t, moeFile(t, ref.ModelFile, ref.ModelSHA256), backends.Options{Threads: 2})
+				b.moeFFN = denseExperts(b)
+				checkReference(t, b, ref, ruleOtherBuild)
+			})
+		}
+	}
+}
+
+// TestMoEPerplexity compares with the recent llama.cpp's perplexities of
+// the tiny mixtures of experts in testdata/families/moe/perplexity.json
+// (README.md there): ln ppl within 0.01, 0.04% of theirs.
+func TestMoEPerplexity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("18 files of 5583 tokens take minutes; run without -short")
+	}
+	checkPerplexities(t, moeDir, func(name string) string { return moeSynth(t, name) })
 }

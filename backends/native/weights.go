@@ -25,6 +25,9 @@ type matrix struct {
 	// packed, if set, is data repacked for the one-token mat-vec
 	// (kernels.Interleave): decode reads it, several tokens read data.
 	packed []byte
+	// recent makes the products the recent llama.cpp's
+	// (kernels.MatMulRecent), as for the models only it runs (moe.go).
+	recent bool
 }
 
 // row is the encoded row r.
@@ -358,7 +361,7 @@ func (w *weights) repack(p *kernels.Pool) {
 	total := 0
 	for _, m := range w.matrices() {
 		size := kernels.InterleavedBytes(m.typ, m.rows, m.cols)
-		if size < 0 || m.sparse != nil { // a channel-major matrix has its own mat-vec
+		if size < 0 || m.sparse != nil || m.recent { // a channel-major matrix has its own mat-vec
 			continue
 		}
 		ms = append(ms, m)
