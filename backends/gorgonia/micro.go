@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
@@ -51,7 +52,26 @@ type MicroOptions struct {
 	// Queue bounds the events waiting; 0 means 1024. A full queue refuses
 	// feedback (ErrBusy).
 	Queue int
+	// MaxAdapters bounds the MicroLoRAs feedback may create in the
+	// registry (those already there count); feedback naming a new one
+	// beyond it fails with ErrTooMany. 0 means DefaultMaxMicro. Without a
+	// bound, a client naming a new adapter in each request fills the disk
+	// and the memory.
+	MaxAdapters int
+	// MaxTrainers bounds the trainers (factors, Adam's moments, replayed
+	// examples) held in memory; the least recently used idle one whose
+	// updates are saved is dropped first, and made again from its file
+	// (which holds its state) at its next feedback. 0 means the
+	// registry's MaxResident.
+	MaxTrainers int
 }
+
+// DefaultMaxMicro is MicroOptions.MaxAdapters when it is not set.
+const DefaultMaxMicro = 16
+
+// ErrTooMany is returned for feedback naming a new adapter when
+// MaxAdapters MicroLoRAs exist.
+var ErrTooMany = errors.New("too many MicroLoRA adapters")
 
 // ErrBusy is returned when the trainer's queue is full.
 var ErrBusy = errors.New("the MicroLoRA trainer's queue is full")
@@ -74,7 +94,16 @@ type microAdapter struct {
 	replay  []replayed
 	saved   time.Time
 	dirty   bool
-	pending int // events queued, not yet trained
+	pending int    // events queued, not yet trained
+	lastUse uint64 // MicroLoRA.clock at the last feedback, for LRU
+}
+
+// queued is an event with the trainer it was accepted for: an event whose
+// adapter was dropped, or failed to be published, is not trained on a later
+// trainer of the same name.
+type queued struct {
+	ev MicroEvent
+	a  *microAdapter
 }
 
 type replayed struct {
@@ -93,7 +122,8 @@ type MicroLoRA struct {
 	mu       sync.Mutex
 	model    *Model // made at the first feedback
 	adapters map[string]*microAdapter
-	queue    chan MicroEvent
+	clock    uint64
+	queue    chan queued
 	done     chan struct{}
 	exited   chan struct{}
 	closed   bool
@@ -115,9 +145,15 @@ func NewMicroLoRA(f *gguf.File, cfg *models.Config, reg *lora.Registry, o MicroO
 	if o.Queue <= 0 {
 		o.Queue = 1024
 	}
+	if o.MaxAdapters <= 0 {
+		o.MaxAdapters = DefaultMaxMicro
+	}
+	if o.MaxTrainers <= 0 {
+		o.MaxTrainers = max(reg.MaxResident(), 1)
+	}
 	o.Train.fill()
 	m := &MicroLoRA{file: f, cfg: cfg, reg: reg, opt: o, adapters: map[string]*microAdapter{},
-		queue: make(chan MicroEvent, o.Queue), done: make(chan struct{}), exited: make(chan struct{})}
+		queue: make(chan queued, o.Queue), done: make(chan struct{}), exited: make(chan struct{})}
 	go m.run()
 	return m
 }
@@ -126,79 +162,131 @@ func NewMicroLoRA(f *gguf.File, cfg *models.Config, reg *lora.Registry, o MicroO
 // at once as the base model exactly) at its first feedback, or taking over
 // a MicroLoRA of that name stored in the registry. It fails with ErrNotMicro
 // for another kind of adapter, lora.ErrBadName for a bad name, ErrBusy when
-// the queue is full, and with the trainer's error for an example it cannot
-// train on.
+// the queue is full, ErrTooMany for a new adapter beyond MaxAdapters, and
+// ErrBadExample for an example it cannot train on. Feedback that fails
+// leaves nothing behind: no file, no adapter, no trainer.
 func (m *MicroLoRA) Submit(ev MicroEvent) error {
 	if err := lora.CheckName(ev.Adapter); err != nil {
 		return err
+	}
+	if err := checkExample(m.cfg, ev.Objective, &ev.Example); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadExample, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return errors.New("gorgonia: the MicroLoRA trainer is closed")
 	}
-	a, err := m.adapter(ev.Adapter)
+	a, fresh, err := m.adapter(ev.Adapter)
 	if err != nil {
 		return err
 	}
-	if err := a.tr.check(ev.Objective, &ev.Example); err != nil {
-		return err
-	}
 	select {
-	case m.queue <- ev:
+	case m.queue <- queued{ev, a}:
 	default:
 		return ErrBusy
 	}
+	if fresh {
+		if a.stats.Version == 0 {
+			// A new adapter is the base model exactly until its first
+			// update; requests may name it from now on.
+			if err := m.publish(a, true); err != nil {
+				return err // its queued event is dropped: a is nobody's
+			}
+		}
+		m.adapters[ev.Adapter] = a
+	}
+	m.clock++
+	a.lastUse = m.clock
 	a.stats.Feedback++
 	a.pending++
+	m.dropTrainers()
 	return nil
 }
 
-// adapter finds or makes the adapter named name; m.mu is held.
-func (m *MicroLoRA) adapter(name string) (*microAdapter, error) {
+// adapter finds the trainer of the adapter named name, or makes one (fresh)
+// from the registry's MicroLoRA of that name or for a new adapter, which
+// the caller records only once the feedback is accepted; m.mu is held.
+func (m *MicroLoRA) adapter(name string) (a *microAdapter, fresh bool, err error) {
 	if a, ok := m.adapters[name]; ok {
-		return a, nil
+		return a, false, nil
+	}
+	old := m.reg.Adapter(name)
+	exists := old != nil || m.registered(name)
+	if !exists {
+		if n := m.micros(); n >= m.opt.MaxAdapters {
+			return nil, false, fmt.Errorf("%w: %d MicroLoRA adapters exist, the most feedback may create (--micro-lora-max %d); "+
+				"give feedback to one of them, or delete one (DELETE /v1/adapters/NAME)", ErrTooMany, n, m.opt.MaxAdapters)
+		}
 	}
 	if m.model == nil {
 		model, err := NewModel(m.file, m.cfg)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		m.model = model
 	}
-	a := &microAdapter{name: name}
-	var err error
-	if old := m.reg.Adapter(name); old != nil || m.registered(name) {
-		if old == nil {
-			lease, lerr := m.reg.Acquire(name)
-			if lerr != nil {
-				return nil, lerr
-			}
-			old = lease.Adapter()
-			lease.Release()
+	a = &microAdapter{name: name}
+	if !exists {
+		a.tr, err = NewTrainer(m.model, m.opt.Train)
+		return a, true, err
+	}
+	if old == nil {
+		lease, lerr := m.reg.Acquire(name)
+		if lerr != nil {
+			return nil, false, lerr
 		}
-		if old.Training == nil {
-			return nil, fmt.Errorf("%w: %q", ErrNotMicro, name)
-		}
-		if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); errors.Is(err, lora.ErrInvalid) && old.Training.State != nil {
-			// A saved trainer state that does not fit the factors: train
-			// on with a new optimiser rather than refuse the adapter.
-			a.tr, err = trainerFrom(m.model, old, m.opt.Train, tensor.Float32, false)
-		}
-		if err != nil {
-			return nil, err
-		}
-		a.stats = *old.Training
-	} else {
-		if a.tr, err = NewTrainer(m.model, m.opt.Train); err != nil {
-			return nil, err
-		}
-		if err := m.publish(a, true); err != nil {
-			return nil, err
+		old = lease.Adapter()
+		lease.Release()
+	}
+	if old.Training == nil {
+		return nil, false, fmt.Errorf("%w: %q", ErrNotMicro, name)
+	}
+	if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); errors.Is(err, lora.ErrInvalid) && old.Training.State != nil {
+		// A saved trainer state that does not fit the factors: train on
+		// with a new optimiser rather than refuse the adapter.
+		a.tr, err = trainerFrom(m.model, old, m.opt.Train, tensor.Float32, false)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	a.stats = *old.Training
+	return a, true, nil
+}
+
+// micros counts the MicroLoRAs in the registry, those on disk from earlier
+// runs included.
+func (m *MicroLoRA) micros() int {
+	n := 0
+	for _, in := range m.reg.List() {
+		if in.Training != nil {
+			n++
 		}
 	}
-	m.adapters[name] = a
-	return a, nil
+	return n
+}
+
+// dropTrainers drops the least recently used idle trainers whose updates
+// are saved until at most MaxTrainers are held; m.mu is held. A trainer
+// with events waiting or updates not yet saved stays (the save ticker
+// saves it, and a later call drops it).
+func (m *MicroLoRA) dropTrainers() {
+	if len(m.adapters) <= m.opt.MaxTrainers {
+		return
+	}
+	idle := make([]*microAdapter, 0, len(m.adapters))
+	for _, a := range m.adapters {
+		if a.pending == 0 && !a.dirty {
+			idle = append(idle, a)
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUse < idle[j].lastUse })
+	for _, a := range idle {
+		if len(m.adapters) <= m.opt.MaxTrainers {
+			break
+		}
+		delete(m.adapters, a.name)
+	}
 }
 
 // registered reports whether the registry has an adapter named name.
@@ -308,10 +396,11 @@ func (m *MicroLoRA) run() {
 		case <-tick.C:
 			m.mu.Lock()
 			m.save()
+			m.dropTrainers()
 			m.mu.Unlock()
-		case ev := <-m.queue:
+		case q := <-m.queue:
 			start := time.Now()
-			m.train(ev)
+			m.train(q)
 			busy := time.Since(start)
 			rest := time.Duration(float64(busy) * (1/m.opt.CPUShare - 1))
 			select {
@@ -323,13 +412,14 @@ func (m *MicroLoRA) run() {
 	}
 }
 
-// train takes one update on ev and publishes it.
-func (m *MicroLoRA) train(ev MicroEvent) {
+// train takes one update on q's event and publishes it.
+func (m *MicroLoRA) train(q queued) {
+	ev := q.ev
 	m.mu.Lock()
 	a := m.adapters[ev.Adapter]
 	m.mu.Unlock()
-	if a == nil {
-		return
+	if a != q.a {
+		return // refused after it was queued
 	}
 	// The trainer is used by this goroutine only; the lock guards stats.
 	s, err := a.tr.Prepare(ev.Objective, ev.Example)

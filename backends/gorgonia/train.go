@@ -438,14 +438,16 @@ var ErrBadExample = errors.New("gorgonia: bad training example")
 
 // check refuses an example the objective cannot train on.
 func (tr *Trainer) check(obj Objective, ex *Example) error {
-	if err := tr.checkExample(obj, ex); err != nil {
+	if err := checkExample(tr.m.cfg, obj, ex); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadExample, err)
 	}
 	return nil
 }
 
-func (tr *Trainer) checkExample(obj Objective, ex *Example) error {
-	vocab := tr.m.cfg.VocabSize
+// checkExample refuses an example a model of cfg cannot train on: one
+// outside its vocabulary or context, or without what obj compares.
+func checkExample(cfg *models.Config, obj Objective, ex *Example) error {
+	vocab := cfg.VocabSize
 	if len(ex.Prompt) == 0 {
 		return errors.New("gorgonia: an example needs a prompt of at least one token")
 	}
@@ -457,8 +459,8 @@ func (tr *Trainer) checkExample(obj Objective, ex *Example) error {
 		}
 	}
 	switch {
-	case len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)) > tr.m.cfg.ContextLength:
-		return fmt.Errorf("gorgonia: an example of %d tokens is longer than the context of %d", len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)), tr.m.cfg.ContextLength)
+	case len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)) > cfg.ContextLength:
+		return fmt.Errorf("gorgonia: an example of %d tokens is longer than the context of %d", len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)), cfg.ContextLength)
 	case obj == SFT && len(ex.Chosen) == 0:
 		return errors.New("gorgonia: SFT needs a chosen completion")
 	case (obj == DPO || obj == Margin) && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -107,7 +108,7 @@ func TestFeedbackLearns(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			c, err := parseServeArgs([]string{"--model", model, "--adapter-dir", dir, "--parallel", "2", "--threads", "1"}, io.Discard)
+			c, err := parseServeArgs(quietEnv(), []string{"--model", model, "--adapter-dir", dir, "--parallel", "2", "--threads", "1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +223,7 @@ func TestFeedbackLearnsFamilies(t *testing.T) {
 				path := testmodel.SynthAs(t, fam.shape, fam.as, "F32")
 				dir := t.TempDir()
 				// The gorgonia backend keeps F16 or F32 caches only.
-				c, err := parseServeArgs([]string{"--model", path, "--backend", backend, "--kv", "f16", "--adapter-dir", dir, "--parallel", "2", "--threads", "1", "--micro-lora-cpu", "1"}, io.Discard)
+				c, err := parseServeArgs(quietEnv(), []string{"--model", path, "--backend", backend, "--kv", "f16", "--adapter-dir", dir, "--parallel", "2", "--threads", "1", "--micro-lora-cpu", "1"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -423,5 +424,108 @@ func TestTrainLoRA(t *testing.T) {
 				t.Errorf("the adapter has %d targets (want one ffn_down a block, %d) and training state %+v", len(a.Targets()), m.Config.Layers, a.Training)
 			}
 		})
+	}
+}
+
+// TestFeedbackFlood sends feedback naming a new adapter in each request,
+// several at once, as issue 30's probe did (3,000 names left 3,006 files
+// and 3,002 adapters in memory): at most --micro-lora-max adapters are
+// made, the rest are a 409 naming the limit, a prompt longer than the
+// context is a 400 that leaves nothing behind, and at most --max-adapters
+// are held in memory.
+func TestFeedbackFlood(t *testing.T) {
+	model := testmodel.Synth(t, "tiny", "F32")
+	dir := t.TempDir()
+	c, err := parseServeArgs(quietEnv(), []string{"--model", model, "--adapter-dir", dir, "--threads", "1", "--micro-lora-cpu", "1",
+		"--micro-lora-max", "3", "--max-adapters", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := startServe(t, ctx, c)
+	waitHealthy(t, base)
+	id := strings.TrimSuffix(filepath.Base(model), ".gguf")
+	type answer struct {
+		status int
+		body   string
+	}
+	send := func(adapter, prompt string) answer {
+		b, _ := json.Marshal(map[string]any{"model": id, "adapter": adapter, "prompt": prompt, "chosen": " yes", "rejected": " no"})
+		resp, err := http.Post(base+"/v1/feedback", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Error(err)
+			return answer{}
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, string(body)}
+	}
+	// A prompt longer than the context: refused, nothing made.
+	if a := send("toolong", strings.Repeat("hello world ", 4000)); a.status != http.StatusBadRequest {
+		t.Errorf("a prompt longer than the context: %d %s", a.status, a.body)
+	}
+	const names, workers = 60, 8
+	answers := make(chan answer, names)
+	next := make(chan int, names)
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	for range workers {
+		go func() {
+			for i := range next {
+				answers <- send(fmt.Sprintf("user%d", i), "Once upon a time")
+			}
+		}()
+	}
+	counts := map[int]int{}
+	for range names {
+		a := <-answers
+		counts[a.status]++
+		if a.status == http.StatusConflict && !strings.Contains(a.body, "adapter_limit_reached") && !strings.Contains(a.body, "--micro-lora-max 3") {
+			t.Errorf("a 409 that does not name the limit: %s", a.body)
+		}
+	}
+	if counts[http.StatusAccepted] != 3 || counts[http.StatusConflict] != names-3 {
+		t.Errorf("statuses %v, want 3 accepted and %d refused (409)", counts, names-3)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Errorf("%d files in the adapter directory, want 3", len(entries))
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var list struct {
+			Data []struct {
+				Resident bool `json:"resident"`
+			} `json:"data"`
+		}
+		resp, err := http.Get(base + "/v1/adapters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if err != nil || len(list.Data) != 3 {
+			t.Fatalf("the adapter listing: %v, %d adapters, want 3", err, len(list.Data))
+		}
+		resident := 0
+		for _, in := range list.Data {
+			if in.Resident {
+				resident++
+			}
+		}
+		if resident <= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d adapters resident, want at most --max-adapters 2", resident)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

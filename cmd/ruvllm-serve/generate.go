@@ -40,7 +40,7 @@ type stringList []string
 func (l *stringList) String() string     { return fmt.Sprint(*l) }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
-func runGenerate(args []string, stdout, stderr io.Writer) error {
+func runGenerate(e *env, args []string) error {
 	fs := newFlags("generate", "--model PATH --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop S ...] [--grammar F.gbnf | --json-schema F.json] [--lora A.gguf] [--top-probs K] [--json] [--threads T]")
 	src := addModelFlags(fs)
 	prompt := fs.String("prompt", "", "the prompt, tokenized as llama-server does (BOS when the vocab asks for it, special tokens parsed)")
@@ -62,12 +62,12 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	adapterPath := fs.String("lora", "", "generate with this LoRA adapter (a GGUF file or a PEFT directory)")
 	bf := addBackendFlags(fs, true)
 	ctxLen := fs.Int("ctx", 0, "context length in tokens; 0 = prompt + n")
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, b, err := openModel(ctx, src, bf, backends.Options{})
+	m, b, err := openModel(ctx, e.log, src, bf, backends.Options{})
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	defer gen.Close()
 	var sink session.Sink = session.Discard{}
 	if !*asJSON {
-		sink = textWriter{stdout}
+		sink = textWriter{e.stdout}
 	}
 	if err := gen.Run(ctx, sink); err != nil && err != session.ErrClientGone {
 		return err
@@ -157,15 +157,15 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 				out.Top = append(out.Top, step)
 			}
 		}
-		return json.NewEncoder(stdout).Encode(out)
+		return json.NewEncoder(e.stdout).Encode(out)
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintln(e.stdout)
 	promptTime, genTime := t.FirstToken.Sub(t.Started), t.Ended.Sub(t.FirstToken)
 	if t.FirstToken.IsZero() {
 		promptTime, genTime = t.Ended.Sub(t.Started), 0
 	}
 	// The first token is the prompt's: generation counts the rest.
-	fmt.Fprintf(stderr, "prompt: %d tokens in %.1f ms (%.1f tokens/s); generation: %d tokens in %.1f ms (%.1f tokens/s); %d threads\n",
+	fmt.Fprintf(e.stderr, "prompt: %d tokens in %.1f ms (%.1f tokens/s); generation: %d tokens in %.1f ms (%.1f tokens/s); %d threads\n",
 		len(promptIDs), ms(promptTime), rate(len(promptIDs), promptTime), res.Generated, ms(genTime), rate(max(res.Generated-1, 0), genTime), b.Threads())
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/ruvllm/ruvllm/api"
@@ -53,6 +54,8 @@ const maxAdapterMB = 1 << 20
 // serveConfig is the serve command's configuration, from flags and the
 // --config file.
 type serveConfig struct {
+	// log is the process's logger, which the server and its models log to.
+	log zerolog.Logger
 	// models are the models to serve, in order (the first is the
 	// default), from --model and the --config file's models; finishModels
 	// makes it the default model when none is given.
@@ -129,6 +132,7 @@ type llamaFlags struct {
 	slotSavePath string
 	anyModel     bool
 	publicModels bool
+	verbose      bool
 }
 
 // addLlamaFlags registers llama-server's flags, with its spellings.
@@ -159,6 +163,8 @@ func addLlamaFlags(fs *flagSet, lf *llamaFlags) {
 	})
 	fs.StringVar(&lf.slotSavePath, "slot-save-path", "", "directory where POST /slots/ID?action=save|restore writes and reads slots' KV caches (llama-server's; default: the actions are off)")
 	fs.BoolVar(&lf.publicModels, "public-models", false, "serve the model listings (GET /v1/models, /models) without an API key, as llama-server does")
+	fs.BoolVar(&lf.verbose, "verbose", false, "log at debug level and add llama-server's \"__verbose\" object (the prompt as the model read it) to whole chat and text completions, as llama-server's --verbose")
+	fs.BoolVar(&lf.verbose, "v", false, "same as --verbose")
 	fs.BoolVar(&lf.anyModel, "accept-any-model", false, "serve any \"model\" name with the one model served (when it has no adapters) and repeat the name in responses, as llama-server does; without it an unknown name is a 404")
 }
 
@@ -214,11 +220,41 @@ func (rf routeFlags) open() (*sona.Router, error) {
 const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME] [--host 127.0.0.1] [--port 8080] " +
 	"[--api-key K | --api-key-file F] [--ctx N] [--parallel N] [--chat-template NAME|FILE|JINJA] [--threads T] [--config FILE.yaml]"
 
-// parseServeArgs reads the flags, then the --config file for the options
-// the command line left out.
-func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
-	c := &serveConfig{}
+// parseServeArgs reads serve's configuration in a few steps: the flags
+// registered by topic, the command line, then the environment and the
+// --config file for the options the command line left out, then
+// llama-server's spellings and the defaults that depend on the rest, and
+// last the checks of the values together.
+func parseServeArgs(e *env, args []string) (*serveConfig, error) {
+	c := &serveConfig{log: e.log}
 	fs := newFlags("serve", serveSynopsis)
+	c.addModelFlags(fs)
+	c.addHTTPFlags(fs)
+	c.addEngineFlags(fs)
+	c.addAdapterFlags(fs)
+	c.route.addFlags(fs)
+	addLlamaFlags(fs, &c.llama)
+	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win, then RUVLLM_NAME (and llama-server's LLAMA_ARG_...) environment variables, then the file")
+	addLlamaCompat(fs, &c.llamaCompat)
+	pos, err := fs.parse(splitFlashAttn(args), e.stdout)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.readSources(fs, pos, *config); err != nil {
+		return nil, err
+	}
+	if err := c.finish(fs); err != nil {
+		return nil, err
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// addModelFlags registers what is served: the models, their backend,
+// their id, template and reasoning.
+func (c *serveConfig) addModelFlags(fs *flagSet) {
 	fs.Func("model", "GGUF model file to serve: PATH (its id is the file name without .gguf, or --alias) or NAME=PATH; "+
 		"repeat for several models, the first is the default (default: pull "+hub.DefaultModel.String()+" on first use)", func(v string) error {
 		if v == "" {
@@ -231,19 +267,35 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.hf, "hf", "", hfHelp)
 	c.backend = addBackendFlags(fs, true)
 	fs.StringVar(&c.alias, "alias", "", "the model id clients use, when one model is served (default: the file name without .gguf)")
+	fs.StringVar(&c.reasoningFormat, "reasoning-format", "auto", "how thinking models' reasoning reaches clients: auto or deepseek (apart: reasoning_content, thinking blocks), none (left in the text)")
+	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
+	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
+}
+
+// addHTTPFlags registers the HTTP server's flags: where it listens, who
+// may call it, its limits and pages.
+func (c *serveConfig) addHTTPFlags(fs *flagSet) {
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on")
 	fs.IntVar(&c.port, "port", 8080, "port to listen on (0 picks a free one)")
 	fs.StringVar(&c.apiKey, "api-key", "", "require this key as \"Authorization: Bearer KEY\"")
 	fs.StringVar(&c.keyFile, "api-key-file", "", "require one of the keys in this file (one per line)")
+	fs.BoolVar(&c.publicMetrics, "metrics-public", false, "serve /metrics without the API key (for a Prometheus on a private network; else give it the key)")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request's body may take to arrive (408 after it; an adapter upload gets ten times as long); a streamed response is not limited")
+	fs.StringVar(&c.responseStore, "response-store", "", "directory where the Responses API keeps its stored responses (store: true), one JSON file each, so that previous_response_id works after a restart (default: in memory, the last 1000)")
+	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
+	fs.StringVar(&c.corsOrigins, "cors-origins", "*", "comma-separated origins whose pages may call the server from a browser, * for any (as llama-server and vLLM); \"\" turns CORS off. The API key still guards every route")
+	fs.BoolVar(&c.noWebUI, "no-webui", false, "do not serve the chat page at / (llama-server's --no-webui)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
+	fs.BoolVar(&c.pull, "pull", true, "let clients download GGUF files from the Hugging Face Hub into the cache with ollama's POST /api/pull (they are served once a restart names them)")
+}
+
+// addEngineFlags registers each model's engine: its context, slots and
+// queue, its KV cache and store, and how many models stay loaded.
+func (c *serveConfig) addEngineFlags(fs *flagSet) {
 	fs.IntVar(&c.ctx, "ctx", 0, fmt.Sprintf("context per sequence in tokens, for each model; 0 = the model's trained context (default: %d, or the trained context if smaller)", defaultServeCtx))
 	fs.IntVar(&c.parallel, "parallel", backends.DefaultParallel, "sequences generated at once, by each model; more requests wait in its queue")
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
-	fs.BoolVar(&c.publicMetrics, "metrics-public", false, "serve /metrics without the API key (for a Prometheus on a private network; else give it the key)")
-	fs.DurationVar(&c.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request's body may take to arrive (408 after it; an adapter upload gets ten times as long); a streamed response is not limited")
-	fs.StringVar(&c.reasoningFormat, "reasoning-format", "auto", "how thinking models' reasoning reaches clients: auto or deepseek (apart: reasoning_content, thinking blocks), none (left in the text)")
-	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
-	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
 	c.kv = addKVFlags(fs, defaultServeKV)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
 	c.storeMax = defaultStoreMax
@@ -255,27 +307,12 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		c.storeMax = n
 		return err
 	})
-	fs.StringVar(&c.responseStore, "response-store", "", "directory where the Responses API keeps its stored responses (store: true), one JSON file each, so that previous_response_id works after a restart (default: in memory, the last 1000)")
 	fs.Func("kv-memory", "KV cache memory of the models loaded at once, in total, as 512MiB or 2GB: each loaded model's pool is it divided by --max-loaded (or by the number of models), shared by its slots (default: each model room for --parallel × --ctx tokens); with less, slots that run out wait and are recomputed", func(v string) error {
 		n, err := parseByteSize(v)
 		c.kvMemory = n
 		return err
 	})
 	fs.IntVar(&c.maxN, "max-n", session.DefaultMaxN, "most choices (n) one request may ask for")
-	fs.Int64Var(&c.maxBody, "max-body", api.DefaultMaxBodyBytes, "largest request body in bytes (413 beyond)")
-	fs.StringVar(&c.corsOrigins, "cors-origins", "*", "comma-separated origins whose pages may call the server from a browser, * for any (as llama-server and vLLM); \"\" turns CORS off. The API key still guards every route")
-	fs.BoolVar(&c.noWebUI, "no-webui", false, "do not serve the chat page at / (llama-server's --no-webui)")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
-	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of the first model's LoRA adapters: those in it are loaded at start, uploads are stored there; other models' are adapter_dir in --config (default: none)")
-	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory, per model; the least recently used idle one is unloaded first and read again when needed")
-	fs.Int64Var(&c.maxAdapterMB, "max-adapter-mb", lora.DefaultMaxUploadBytes>>20, "largest LoRA adapter upload (all its files) in MiB (413 beyond)")
-	fs.BoolVar(&c.micro.on, "micro-lora", true, "train MicroLoRA adapters from POST /v1/feedback in each model's adapter directory (needs an adapter directory)")
-	fs.IntVar(&c.micro.rank, "micro-lora-rank", 2, "rank of new MicroLoRA adapters")
-	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
-	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
-	fs.StringVar(&c.micro.objective, "micro-lora-objective", string(gorgonia.Margin), "what MicroLoRAs train preference pairs with: margin (a hinge on the adapter's own margin, --micro-lora-margin) or dpo")
-	fs.Float64Var(&c.micro.margin, "micro-lora-margin", 2, "with --micro-lora-objective margin: the nats by which a pair's chosen must win (beyond the base model's margin where the base already prefers it)")
-	fs.DurationVar(&c.feedbackWindow, "feedback-window", session.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
 	fs.IntVar(&c.maxLoaded, "max-loaded", 0, "most models loaded at once (0: all); loading another unloads the least recently used idle one first")
 	c.keepAlive = session.KeepForever
 	fs.Func("keep-alive", "how long a model stays loaded after its last request, as ollama's keep_alive: 5m, 1h, seconds; 0 unloads at once, negative (the default) keeps it until another needs its place; a request's keep_alive overrides it", func(v string) error {
@@ -283,85 +320,118 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		c.keepAlive = d
 		return err
 	})
-	fs.StringVar(&c.route.name, "router", session.DefaultRouterName, "the model name that asks the router to choose the model of a chat or text completion (\"\" turns the router off)")
-	fs.Float64Var(&c.route.costWeight, "route-cost-weight", 0, "W: the router maximises expected quality (0 … 1) − W × expected seconds of generation; a request's route_cost_weight overrides it")
-	fs.StringVar(&c.route.store, "route-store", "", "file the router's trajectories and ratings persist in, replayed at start so that a restart does not forget (default: memory only)")
-	fs.Uint64Var(&c.route.seed, "route-seed", 0, "seed of the router's exploration")
-	fs.BoolVar(&c.route.adapters, "route-adapters", false, "let the router choose the models' LoRA adapters too")
-	fs.BoolVar(&c.pull, "pull", true, "let clients download GGUF files from the Hugging Face Hub into the cache with ollama's POST /api/pull (they are served once a restart names them)")
-	addLlamaFlags(fs, &c.llama)
-	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win, then RUVLLM_NAME (and llama-server's LLAMA_ARG_...) environment variables, then the file")
-	addLlamaCompat(fs, &c.llamaCompat)
-	pos, err := fs.parse(splitFlashAttn(args), stdout)
-	if err != nil {
-		return nil, err
-	}
+}
+
+// addAdapterFlags registers the LoRA adapters and the MicroLoRAs trained
+// from feedback.
+func (c *serveConfig) addAdapterFlags(fs *flagSet) {
+	fs.StringVar(&c.adapterDir, "adapter-dir", "", "directory of the first model's LoRA adapters: those in it are loaded at start, uploads are stored there; other models' are adapter_dir in --config (default: none)")
+	fs.IntVar(&c.maxAdapters, "max-adapters", lora.DefaultMaxResident, "most LoRA adapters held in memory, per model; the least recently used idle one is unloaded first and read again when needed")
+	fs.Int64Var(&c.maxAdapterMB, "max-adapter-mb", lora.DefaultMaxUploadBytes>>20, "largest LoRA adapter upload (all its files) in MiB (413 beyond)")
+	fs.BoolVar(&c.micro.on, "micro-lora", true, "train MicroLoRA adapters from POST /v1/feedback in each model's adapter directory (needs an adapter directory)")
+	fs.IntVar(&c.micro.rank, "micro-lora-rank", 2, "rank of new MicroLoRA adapters")
+	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
+	fs.IntVar(&c.micro.max, "micro-lora-max", gorgonia.DefaultMaxMicro, "most MicroLoRA adapters feedback may create, per model (those in the adapter directory count); feedback naming a new one beyond it is a 409")
+	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
+	fs.StringVar(&c.micro.objective, "micro-lora-objective", string(gorgonia.Margin), "what MicroLoRAs train preference pairs with: margin (a hinge on the adapter's own margin, --micro-lora-margin) or dpo")
+	fs.Float64Var(&c.micro.margin, "micro-lora-margin", 2, "with --micro-lora-objective margin: the nats by which a pair's chosen must win (beyond the base model's margin where the base already prefers it)")
+	fs.DurationVar(&c.feedbackWindow, "feedback-window", session.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
+}
+
+// addFlags registers the router's flags.
+func (rf *routeFlags) addFlags(fs *flagSet) {
+	fs.StringVar(&rf.name, "router", session.DefaultRouterName, "the model name that asks the router to choose the model of a chat or text completion (\"\" turns the router off)")
+	fs.Float64Var(&rf.costWeight, "route-cost-weight", 0, "W: the router maximises expected quality (0 … 1) − W × expected seconds of generation; a request's route_cost_weight overrides it")
+	fs.StringVar(&rf.store, "route-store", "", "file the router's trajectories and ratings persist in, replayed at start so that a restart does not forget (default: memory only)")
+	fs.Uint64Var(&rf.seed, "route-seed", 0, "seed of the router's exploration")
+	fs.BoolVar(&rf.adapters, "route-adapters", false, "let the router choose the models' LoRA adapters too")
+}
+
+// readSources takes vLLM's positional model, then the environment and the
+// --config file for what the command line left out.
+func (c *serveConfig) readSources(fs *flagSet, pos []string, config string) error {
 	// vLLM's "serve MODEL": one argument, the model.
 	if len(pos) == 1 && len(c.models) == 0 && c.hf == "" {
 		if err := fs.Set("model", pos[0]); err != nil {
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 		pos = nil
 	}
 	if len(pos) > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q (see -h)", errUsage, pos[0])
+		return fmt.Errorf("%w: unexpected argument %q (see -h)", errUsage, pos[0])
 	}
 	if err := applyEnv(fs, os.Getenv); err != nil {
-		return nil, err
+		return err
 	}
-	if *config != "" {
-		models, err := applyServeConfig(fs.FlagSet, *config)
+	if config != "" {
+		models, err := applyServeConfig(fs.FlagSet, config)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.models = append(c.models, models...)
 	}
-	fs.Visit(func(f *flag.Flag) { c.ctxSet = c.ctxSet || f.Name == "ctx" })
-	if err := c.llamaCompat.finish(c); err != nil {
-		return nil, err
+	return nil
+}
+
+// finish applies llama-server's spellings (-c, -ctk, --hf-file, ...) and
+// the defaults that depend on the other options (the models).
+func (c *serveConfig) finish(fs *flagSet) error {
+	kvGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		c.ctxSet = c.ctxSet || f.Name == "ctx"
+		kvGiven = kvGiven || f.Name == "kv"
+	})
+	if err := c.llamaCompat.finish(c, kvGiven); err != nil {
+		return err
 	}
-	if err := c.finishModels(); err != nil {
-		return nil, err
+	if c.llama.verbose {
+		c.log = c.log.Level(zerolog.DebugLevel)
 	}
+	return c.finishModels()
+}
+
+// check refuses values that are out of range, alone or together, and
+// makes the slot directory.
+func (c *serveConfig) check() error {
 	switch {
 	case c.apiKey != "" && c.keyFile != "":
-		return nil, fmt.Errorf("%w: give --api-key or --api-key-file, not both", errUsage)
+		return fmt.Errorf("%w: give --api-key or --api-key-file, not both", errUsage)
 	case c.port < 0 || c.port > 65535:
-		return nil, fmt.Errorf("%w: --port %d is outside 0 … 65535", errUsage, c.port)
+		return fmt.Errorf("%w: --port %d is outside 0 … 65535", errUsage, c.port)
 	case c.ctx < 0 || c.parallel < 1 || c.queue < 1 || c.batch < 1 || *c.backend.threads < 0 || c.maxN < 1 || c.maxBody < 1:
-		return nil, fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
+		return fmt.Errorf("%w: --ctx and --threads must not be negative; --parallel, --queue, --batch, --max-n and --max-body must be positive", errUsage)
 	case c.shutdownTimeout < 0:
-		return nil, fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
+		return fmt.Errorf("%w: --shutdown-timeout must not be negative", errUsage)
 	case c.bodyTimeout <= 0:
-		return nil, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
+		return fmt.Errorf("%w: --body-timeout must be positive", errUsage)
 	case c.reasoningBudget != 0 && c.reasoningBudget != -1:
-		return nil, fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
-	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
-		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
+		return fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
+	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0 || c.micro.max < 1:
+		return fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1], --micro-lora-max and --feedback-window positive", errUsage)
 	case c.micro.objective != string(gorgonia.Margin) && c.micro.objective != string(gorgonia.DPO) || !(c.micro.margin > 0) || math.IsInf(c.micro.margin, 0):
-		return nil, fmt.Errorf("%w: --micro-lora-objective is margin or dpo, and --micro-lora-margin a positive number of nats", errUsage)
+		return fmt.Errorf("%w: --micro-lora-objective is margin or dpo, and --micro-lora-margin a positive number of nats", errUsage)
 	case c.maxLoaded < 0:
-		return nil, fmt.Errorf("%w: --max-loaded must not be negative", errUsage)
+		return fmt.Errorf("%w: --max-loaded must not be negative", errUsage)
 	case c.route.costWeight < 0 || math.IsNaN(c.route.costWeight) || math.IsInf(c.route.costWeight, 0):
-		return nil, fmt.Errorf("%w: --route-cost-weight must be a finite number ≥ 0", errUsage)
+		return fmt.Errorf("%w: --route-cost-weight must be a finite number ≥ 0", errUsage)
 	case c.maxAdapters < 1 || c.maxAdapterMB < 1 || c.maxAdapterMB > maxAdapterMB:
-		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
+		return fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
 	if err := c.kv.check(); err != nil {
-		return nil, err
+		return err
 	}
 	if c.llama.nPredict < -1 {
-		return nil, fmt.Errorf("%w: --n-predict must be -1 (none) or more", errUsage)
+		return fmt.Errorf("%w: --n-predict must be -1 (none) or more", errUsage)
 	}
 	if d := c.llama.slotSavePath; d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("--slot-save-path: %w", err)
+			return fmt.Errorf("--slot-save-path: %w", err)
 		}
 	}
 	if c.store != "" && c.kv.precision == kvcache.F32 {
-		return nil, fmt.Errorf("%w: --store keeps F16 forms of the blocks; --kv f32 does not spill", errUsage)
+		return fmt.Errorf("%w: --store keeps F16 forms of the blocks; --kv f32 does not spill", errUsage)
 	}
-	return c, nil
+	return nil
 }
 
 // applyServeConfig sets, from a YAML file of option: value pairs, every
@@ -508,10 +578,15 @@ func (c *serveConfig) apiKeys() ([]string, error) {
 	return keys, nil
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
-	c, err := parseServeArgs(args, stdout)
+func runServe(e *env, args []string) error {
+	c, err := parseServeArgs(e, args)
 	if err != nil {
 		return err
+	}
+	if c.llamaCompat.offline {
+		// The process's setting, so that every download (the models',
+		// ollama's /api/pull) takes the cache only, as hub.Client reads it.
+		os.Setenv("HF_HUB_OFFLINE", "1")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -554,7 +629,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if router != nil {
 		defer func() {
 			if err := router.Close(); err != nil {
-				logger.Error().Err(err).Msg("closing the router's store")
+				c.log.Error().Err(err).Msg("closing the router's store")
 			}
 		}()
 	}
@@ -568,7 +643,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		MaxN:           c.maxN,
 		MaxBodyBytes:   c.maxBody,
 		CORSOrigins:    origins,
-		Logger:         logger,
+		Logger:         c.log,
 		FeedbackWindow: c.feedbackWindow,
 		MaxLoaded:      c.maxLoaded,
 		KeepAlive:      c.keepAlive,
@@ -581,13 +656,14 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		PublicMetrics:  c.publicMetrics,
 		NoWebUI:        c.noWebUI,
 		ResponseStore:  responseStore,
-		Pull:           pullFunc(c.pull),
+		Pull:           pullFunc(c.pull, c.log),
 		Sampling:       c.llama.sampling(),
 		MaxTokens:      max(c.llama.nPredict, 0),
 		AnyModelName:   c.llama.anyModel,
 		Slots:          c.llama.slots,
 		SlotSavePath:   c.llama.slotSavePath,
 		PublicModels:   c.llama.publicModels,
+		Verbose:        c.llama.verbose,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
@@ -603,12 +679,12 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		ErrorLog:          log.New(logger.With().Str("component", "http").Logger(), "", 0),
+		ErrorLog:          log.New(c.log.With().Str("component", "http").Logger(), "", 0),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addr := ln.Addr().String()
-	logger.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
+	c.log.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
 	if hooks.onListen != nil {
 		hooks.onListen(addr)
 	}
@@ -625,7 +701,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	}()
 	if err == nil {
 		srv.SetStarting(false)
-		logger.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
+		c.log.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
 		select {
 		case <-ctx.Done():
 		case err = <-served:
@@ -636,7 +712,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if hooks.onSignal != nil {
 		hooks.onSignal()
 	}
-	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
+	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests, c.log); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
 		err = shutErr
 	}
 	if errors.Is(err, http.ErrServerClosed) {
@@ -648,15 +724,15 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 // shutdownHTTP stops accepting connections and waits up to grace for the
 // in-flight requests; then it cancels them (their engine requests stop
 // within a step) and waits for the handlers to return.
-func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc) error {
-	logger.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
+func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc, log zerolog.Logger) error {
+	log.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	err := hs.Shutdown(gctx)
 	cancel()
 	if err == nil {
 		return nil
 	}
-	logger.Warn().Msg("grace period over: cancelling in-flight requests")
+	log.Warn().Msg("grace period over: cancelling in-flight requests")
 	cancelRequests()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
