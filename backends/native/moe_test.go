@@ -159,3 +159,21 @@ func TestMoEPerplexity(t *testing.T) {
 	}
 	checkPerplexities(t, moeDir, func(name string) string { return moeSynth(t, name) })
 }
+
+// TestMoEEngineFeatures holds the tiny mixtures of experts to what the
+// dense families keep: a prompt split into micro-batches, token by token or
+// beside another sequence computes the same logits, prefix reuse too, and
+// a decode step allocates nothing. The prompt's logits agree within 0.5%
+// of the largest rather than 0.1%: one token's products are vec_dot's sums
+// and a batch's tinyBLAS's (as in llama.cpp), which these random models of
+// large weights amplify; an expert chosen differently would move logits by
+// their own size. F32 files: in Q8_0 a router's near-tie flips between the
+// two orders of summing, as it would in llama.cpp.
+func TestMoEEngineFeatures(t *testing.T) {
+	for _, shape := range []string{"tiny-qwen3moe", "tiny-gpt-oss"} {
+		path := testmodel.Synth(t, shape, "F32")
+		t.Run(shape+"/prefill splits", func(t *testing.T) { checkPrefillSplits(t, path, 5e-3) })
+		t.Run(shape+"/prefix reuse", func(t *testing.T) { checkPrefixReuse(t, path) })
+		t.Run(shape+"/decode allocates nothing", func(t *testing.T) { checkDecodeAllocs(t, path) })
+	}
+}
