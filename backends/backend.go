@@ -203,3 +203,14 @@ func (s *Step) OutputRows() int {
 	}
 	return 1
 }
+
+// ErrFileForm is wrapped by the error a backend's opener returns for a
+// file it runs only in another form (native-sparse: a sparsified file).
+var ErrFileForm = errors.New("the file is not in the form this backend runs")
+
+// ErrUnsupportedArchitecture is wrapped by the error a backend's opener
+// returns for a model of an architecture it refuses to run. Every backend
+// registers each architecture package models describes, to serve or to
+// refuse it with this error and why (TestFamiliesEveryBackend), so that a
+// family cannot be half registered.
+var ErrUnsupportedArchitecture = errors.New("architecture not supported by this backend")

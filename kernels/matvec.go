@@ -163,6 +163,10 @@ type matJob struct {
 	n          int
 	out        []float32
 	nTokBlocks int
+	// rest, when set, is the product of the tokens from split on
+	// (MatMulRecent); vecDot that of the tokens before.
+	rest  func(n int, w, a []byte) float32
+	split int
 }
 
 func (j *matJob) Do(task, _ int) {
@@ -176,7 +180,11 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
 		for t := t0; t < t1; t++ {
-			j.out[t*j.rows+r] = j.vecDot(j.cols, wr, j.a[t*j.aRow:(t+1)*j.aRow])
+			dot := j.vecDot
+			if j.rest != nil && t >= j.split {
+				dot = j.rest
+			}
+			j.out[t*j.rows+r] = dot(j.cols, wr, j.a[t*j.aRow:(t+1)*j.aRow])
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 var quantAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 // asmVecDotTypes are the formats whose VecDot has an assembly kernel.
-var asmVecDotTypes = []DType{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}
+var asmVecDotTypes = []DType{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4}
 
 // The kernels take whole blocks (or, for the float formats, a multiple of 32
 // elements) and never see a slice, so the dispatchers below check sizes first.

@@ -9,7 +9,7 @@ import (
 )
 
 // quantTypes are the formats TraitsOf knows, in ggml order.
-var quantTypes = []DType{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K}
+var quantTypes = []DType{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, MXFP4}
 
 // randomRow returns n normal floats with scale varying per 32 (as real weight
 // rows do), a few outliers, and one all-zero block when n allows.
@@ -78,13 +78,14 @@ func TestTraitsOf(t *testing.T) {
 			}
 		}
 	}
-	for _, typ := range []DType{IQ2_XXS, IQ4_NL, I8, I32, F64, TQ1_0, MXFP4, DType(99), DType(1 << 30)} {
+	for _, typ := range []DType{IQ2_XXS, IQ3_S, I8, I32, F64, TQ1_0, DType(99), DType(1 << 30)} {
 		if _, ok := TraitsOf(typ); ok {
 			t.Errorf("TraitsOf(%v) reports traits for a format we cannot compute with", typ)
 		}
 	}
 	want := map[DType]DType{F32: F32, F16: F16, BF16: BF16, Q4_0: Q8_0, Q5_0: Q8_0, Q8_0: Q8_0,
-		Q4_1: Q8_1, Q5_1: Q8_1, Q2_K: Q8_K, Q3_K: Q8_K, Q4_K: Q8_K, Q5_K: Q8_K, Q6_K: Q8_K}
+		Q4_1: Q8_1, Q5_1: Q8_1, Q2_K: Q8_K, Q3_K: Q8_K, Q4_K: Q8_K, Q5_K: Q8_K, Q6_K: Q8_K,
+		IQ4_NL: Q8_0, IQ4_XS: Q8_K, MXFP4: Q8_0}
 	for w, a := range want {
 		if tr, _ := TraitsOf(w); tr.VecDotType != a {
 			t.Errorf("%v: VecDotType %v, want %v", w, tr.VecDotType, a)
@@ -101,6 +102,7 @@ func TestRoundTrip(t *testing.T) {
 		Q8_0: 0.017, Q8_1: 0.017, Q8_K: 0.03,
 		Q4_0: 0.16, Q4_1: 0.15, Q5_0: 0.12, Q5_1: 0.06,
 		Q2_K: 0.5, Q3_K: 0.26, Q4_K: 0.11, Q5_K: 0.065, Q6_K: 0.045,
+		IQ4_NL: 0.1, IQ4_XS: 0.1, MXFP4: 0.15,
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, typ := range quantTypes {
@@ -173,6 +175,7 @@ var genericVecDots = map[DType]func(int, []byte, []byte) float32{
 	Q8_0: vecDotQ8_0Generic, Q8_1: vecDotQ8_1Generic,
 	Q2_K: vecDotQ2_KGeneric, Q3_K: vecDotQ3_KGeneric, Q4_K: vecDotQ4_KGeneric, Q5_K: vecDotQ5_KGeneric,
 	Q6_K: vecDotQ6_KGeneric, Q8_K: vecDotQ8_KGeneric,
+	IQ4_NL: vecDotIQ4_NLGeneric, IQ4_XS: vecDotIQ4_XSGeneric, MXFP4: vecDotMXFP4Generic,
 }
 
 // wantDot is the dot of the dequantized operands in float64, and Σ|w·a| for

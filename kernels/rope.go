@@ -27,7 +27,31 @@ type Rope struct {
 	// and the attention scores (LongRoPE's rope.scaling.attn_factor); 0
 	// means 1.
 	AttnFactor float32
+	// ExtFactor, when not 0, makes the scaling YaRN's (gpt-oss): pair i's
+	// angle blends the scaled θ_i with the unscaled θ_i/FreqScale by
+	// ExtFactor·ramp(i), the ramp 1 below CorrDims[0] and 0 above
+	// CorrDims[1] (YarnCorrDims), and the cosines and sines grow by
+	// 1 + 0.1·ln(1/FreqScale).
+	ExtFactor float32
+	CorrDims  [2]float32
 }
+
+// YarnCorrDims are YaRN's correction dims for a RoPE of dims rotated
+// dimensions and base trained at origCtx positions: the pairs whose
+// wavelengths turn betaFast and betaSlow times over origCtx, floored and
+// ceiled within [0, dims−1], in float32 as ggml computes them.
+func YarnCorrDims(dims, origCtx int, base, betaFast, betaSlow float32) [2]float32 {
+	corr := func(beta float32) float32 {
+		turns := float32(float32(origCtx) / float32(float32(beta*2)*float32(math.Pi)))
+		return float32(float32(dims)*logf32(turns)) / float32(2*logf32(base))
+	}
+	start := float32(math.Floor(float64(corr(betaFast))))
+	end := float32(math.Ceil(float64(corr(betaSlow))))
+	return [2]float32{max(0, start), min(float32(dims-1), end)}
+}
+
+// logf32 is the natural logarithm rounded to float32, as glibc's logf.
+func logf32(x float32) float32 { return float32(math.Log(float64(x))) }
 
 // Angles fills cos and sin, each Dims/2 long, with the cosines and sines of
 // the angles of position pos.
@@ -60,17 +84,43 @@ func (r Rope) Angles(pos int, cos, sin []float32) {
 		if r.FreqFactors != nil {
 			t /= r.FreqFactors[i]
 		}
-		t *= fs
+		if r.ExtFactor != 0 {
+			t = r.yarnAngle(t, fs, i)
+		} else {
+			t *= fs
+		}
 		cos[i], sin[i] = cosf(t), sinf(t)
 		theta *= step
 	}
-	if m := r.AttnFactor; m != 0 && m != 1 {
+	m := r.AttnFactor
+	if r.ExtFactor != 0 {
+		m = float32(cmpOr(m, 1) * float32(1+float32(0.1*logf32(1/fs))))
+	}
+	if m != 0 && m != 1 {
 		// As ggml's rope_yarn: cosf(θ)·mscale, sinf(θ)·mscale.
 		for i := range half {
 			cos[i] *= m
 			sin[i] *= m
 		}
 	}
+}
+
+// yarnAngle is ggml's rope_yarn angle of pair i: the unscaled angle
+// extrap blended with the scaled one by the ramp between the correction
+// dims, each product rounded as ggml rounds it.
+func (r Rope) yarnAngle(extrap, fs float32, i int) float32 {
+	interp := float32(fs * extrap)
+	y := float32(float32(i)-r.CorrDims[0]) / max(0.001, float32(r.CorrDims[1]-r.CorrDims[0]))
+	mix := float32(float32(1-min(1, max(0, y))) * r.ExtFactor)
+	return float32(interp*float32(1-mix)) + float32(extrap*mix)
+}
+
+// cmpOr is x, or def when x is 0.
+func cmpOr(x, def float32) float32 {
+	if x == 0 {
+		return def
+	}
+	return x
 }
 
 // Apply rotates every head of x, (heads, headDim) contiguous, by the angles

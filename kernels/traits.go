@@ -29,10 +29,15 @@ var traitsTable = [MXFP4 + 1]*Traits{
 	Q5_K: {Q8_K, dequantizeRowQ5_K, quantizeRowQ5_K, vecDotQ5_K},
 	Q6_K: {Q8_K, dequantizeRowQ6_K, quantizeRowQ6_K, vecDotQ6_K},
 	Q8_K: {Q8_K, dequantizeRowQ8_K, quantizeRowQ8_K, vecDotQ8_KGeneric},
+	// The formats of mixtures of experts' files (quant_iq4.go).
+	IQ4_NL: {Q8_0, dequantizeRowIQ4_NL, quantizeRowIQ4_NL, vecDotIQ4_NL},
+	IQ4_XS: {Q8_K, dequantizeRowIQ4_XS, quantizeRowIQ4_XS, vecDotIQ4_XS},
+	MXFP4:  {Q8_0, dequantizeRowMXFP4, quantizeRowMXFP4, vecDotMXFP4},
 }
 
 // TraitsOf returns the row operations of t, or false for formats we cannot
-// compute with (the IQ and ternary formats, integer types, unknown values).
+// compute with (the grid IQ and ternary formats, integer types, unknown
+// values).
 func TraitsOf(t DType) (*Traits, bool) {
 	if int(t) >= len(traitsTable) || traitsTable[t] == nil {
 		return nil, false

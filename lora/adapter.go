@@ -341,6 +341,8 @@ func notLinear(cfg *models.Config, name string) error {
 		return invalidf("the adapter updates %s (lm_head), but the base model ties it to the token embeddings", name)
 	case known && layer >= cfg.Layers && cfg.Architecture().Has(r):
 		return invalidf("%s: the base model has %d layers", name, cfg.Layers)
+	case known && r.Spec().Experts:
+		return errExperts(name)
 	}
 	var kinds []string
 	for _, t := range cfg.Architecture().Tensors {
@@ -349,6 +351,13 @@ func notLinear(cfg *models.Config, name string) error {
 		}
 	}
 	return invalidf("%s is not a linear layer an adapter can update in a %s model (%s)", name, cfg.Arch, strings.Join(kinds, ", "))
+}
+
+// errExperts refuses an update of a mixture of experts' experts (named
+// by name): the backends apply adapters to the matrices every token
+// multiplies by, which the experts' stacked weights are not.
+func errExperts(name string) error {
+	return invalidf("%s is a mixture of experts' expert weights: adapters on the experts are not supported (adapters on attention and the router are)", name)
 }
 
 // scaleOf is the factor a LoRA update is applied with: alpha/rank, or

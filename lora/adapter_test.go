@@ -720,3 +720,57 @@ func TestGGUFTrainingState(t *testing.T) {
 		})
 	}
 }
+
+// TestExpertsRefused: an update of a mixture of experts' experts is
+// refused by its name, whichever way it comes (a GGUF name, a Hugging Face
+// module of one expert), and one of attention is accepted.
+func TestExpertsRefused(t *testing.T) {
+	s, err := models.ShapeByName("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, _ := models.ParseFileType("F32")
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	if err := models.Synthesize(path, s, ft, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	base, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	cfg, err := models.ReadConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, target string
+		refused      bool
+	}{
+		{"attention", "blk.0.attn_q.weight", false},
+		{"experts", "blk.1.ffn_up_exps.weight", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, out := cfg.Dim, cfg.Heads*cfg.HeadDim
+			if c.refused {
+				out = cfg.ExpertFFN
+			}
+			tg, err := NewTarget(c.target, in, out, 2, make([]float32, 2*in), make([]float32, out*2), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := New("a", cfg.Arch, 2, false, FormatGGUF, []*Target{tg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = a.Validate(cfg, base)
+			if c.refused != (err != nil) || c.refused && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "adapters on the experts are not supported")) {
+				t.Fatalf("error %v, refused %v", err, c.refused)
+			}
+		})
+	}
+	_, err = GGUFName(cfg.Architecture(), "model.layers.0.mlp.experts.3.up_proj")
+	if err == nil || !strings.Contains(err.Error(), "adapters on the experts are not supported") {
+		t.Fatalf("a Hugging Face expert module: %v", err)
+	}
+}

@@ -98,6 +98,9 @@ func ReadGGUF(f *gguf.File) (*Adapter, error) {
 			return nil, invalidf("GGUF file: %s has only one of %s and %s", name, suffixA, suffixB)
 		}
 		if len(p.a.Dims) != 2 || len(p.b.Dims) != 2 {
+			if strings.Contains(name, "_exps.") {
+				return nil, errExperts(name)
+			}
 			return nil, invalidf("GGUF file: %s: %s %v and %s %v must be matrices", name, suffixA, p.a.Dims, suffixB, p.b.Dims)
 		}
 		in, rank, out := p.a.Dims[0], p.a.Dims[1], p.b.Dims[1]

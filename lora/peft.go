@@ -99,6 +99,9 @@ func patternValue[V any](pattern map[string]V, module string) (V, bool) {
 // ("blk.3.attn_q.weight", "output.weight"), as the family names its roles.
 func GGUFName(a *models.Architecture, module string) (string, error) {
 	r, layer, ok := a.RoleOfModule(module)
+	if !ok && strings.Contains(module, ".experts.") {
+		return "", errExperts(module)
+	}
 	if !ok {
 		var known []string
 		for _, t := range a.Tensors {

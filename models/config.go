@@ -75,6 +75,18 @@ type Config struct {
 	SlidingWindow             int
 	SWALayers                 []bool
 	RopeBaseSWA, RopeScaleSWA float32
+	// RopeExtFactor, when not 0, is YaRN's extrapolation mix
+	// (rope.scaling.type yarn: 1 unless the file sets another): the
+	// rotated pairs between the correction dims of RopeBetaFast and
+	// RopeBetaSlow rotations over RopeOrigCtx blend the scaled angle with
+	// the unscaled one, and the cosines and sines grow by
+	// 1 + 0.1·ln(1/RopeScale) (RopeAttnFactor cancels that as llama.cpp
+	// does, gpt-oss).
+	RopeExtFactor              float32
+	RopeBetaFast, RopeBetaSlow float32
+
+	// Mixture of experts (moe.go): 0 experts for a dense model.
+	MoE
 }
 
 // Windowed reports whether layer l attends over the sliding window only.
@@ -134,7 +146,8 @@ func ReadConfig(f *gguf.File) (*Config, error) {
 			OriginalCtx:    r.int("rope.scaling.original_context_length", 8192),
 		})
 	default:
-		// linear, and yarn's position scale (its other terms are not run).
+		// linear, and yarn's position scale (yarnScaling adds its other
+		// terms).
 		if s := r.float("rope.scaling.factor", 0); s > 0 {
 			c.RopeScale = 1 / s
 		}
@@ -142,6 +155,9 @@ func ReadConfig(f *gguf.File) (*Config, error) {
 	c.AttnScale = 1 / float32(math.Sqrt(float64(c.HeadDim)))
 	c.RopeAttnFactor = r.float("rope.scaling.attn_factor", 1)
 	c.RopeOrigCtx = r.int("rope.scaling.original_context_length", c.ContextLength)
+	if r.String("rope.scaling.type", "linear") == "yarn" {
+		yarnScaling(&r, c)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -29,7 +29,11 @@ var fileTypes = map[string]FileType{
 	"Q3_K_S": {"Q3_K_S", kernels.Q3_K, 'S', 11}, "Q3_K_M": {"Q3_K_M", kernels.Q3_K, 'M', 12}, "Q3_K_L": {"Q3_K_L", kernels.Q3_K, 'L', 13},
 	"Q4_K_S": {"Q4_K_S", kernels.Q4_K, 'S', 14}, "Q4_K_M": {"Q4_K_M", kernels.Q4_K, 'M', 15},
 	"Q5_K_S": {"Q5_K_S", kernels.Q5_K, 'S', 16}, "Q5_K_M": {"Q5_K_M", kernels.Q5_K, 'M', 17},
-	"Q6_K": {"Q6_K", kernels.Q6_K, 0, 18},
+	"Q6_K":   {"Q6_K", kernels.Q6_K, 0, 18},
+	"IQ4_NL": {"IQ4_NL", kernels.IQ4_NL, 0, 25}, "IQ4_XS": {"IQ4_XS", kernels.IQ4_XS, 0, 30},
+	// Mixtures of experts: the experts in MXFP4, everything else in Q8_0,
+	// as gpt-oss is released.
+	"MXFP4_MOE": {"MXFP4_MOE", kernels.MXFP4, 0, 38},
 }
 
 // FileTypes lists the names ParseFileType accepts.
@@ -65,12 +69,18 @@ type QuantPlan struct {
 	// HasOutput is false when the output projection is tied to token_embd,
 	// which then gets the output's format.
 	HasOutput bool
+	// Experts is the expert count of a mixture of experts (0: dense),
+	// whose 8-expert models get more bits in attn_v, attn_k and
+	// attn_output, as llama-quantize gives Mixtral's.
+	Experts int
 }
 
 // Quantized reports whether a tensor is quantized at all: norms, biases and
-// other vectors stay as they are, as llama-quantize leaves them.
+// other vectors stay as they are, as llama-quantize leaves them, and so
+// does a mixture of experts' router (ffn_gate_inp), which it keeps exact.
 func Quantized(name string, dims []uint64) bool {
-	return len(dims) >= 2 && !strings.Contains(name, "_norm.weight")
+	return len(dims) >= 2 && strings.HasSuffix(name, "weight") && !strings.Contains(name, "_norm.weight") &&
+		!strings.Contains(name, "ffn_gate_inp.weight")
 }
 
 // TensorType is the format of tensor name with row length rowLen, following
@@ -88,7 +98,9 @@ func (p QuantPlan) TensorType(name string, rowLen int) kernels.DType {
 	if rowLen%t.BlockSize() != 0 {
 		switch t {
 		case kernels.Q2_K, kernels.Q3_K:
-			t = kernels.Q4_0 // llama.cpp uses IQ4_NL, which we do not run
+			t = kernels.Q4_0
+		case kernels.IQ4_XS:
+			t = kernels.IQ4_NL
 		case kernels.Q4_K:
 			t = kernels.Q5_0
 		case kernels.Q5_K:
@@ -119,14 +131,26 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		}
 		return false
 	}
+	iq4 := is("IQ4_NL", "IQ4_XS")
 	switch {
 	case role == Output || (!p.HasOutput && role == TokenEmbd):
-		if rowLen%kernels.QKK != 0 {
+		if rowLen%kernels.QKK != 0 || ft.Name == "MXFP4_MOE" {
 			return kernels.Q8_0
 		}
 		if t != kernels.Q8_0 {
 			return kernels.Q6_K
 		}
+	case ft.Name == "MXFP4_MOE":
+		if role.Spec().Experts {
+			return kernels.MXFP4
+		}
+		return kernels.Q8_0
+	case p.Experts == 8 && (role == AttnV || role == AttnK):
+		// For the 8-expert model, bumping these to Q8_0 trades little
+		// (llama-quantize).
+		return kernels.Q8_0
+	case role == AttnV && iq4 && p.GQA >= 4:
+		return kernels.Q5_K
 	case role == AttnV:
 		switch {
 		case is("Q2_K"):
@@ -146,7 +170,7 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		case is("Q4_K_S") && layer < 4:
 			return kernels.Q5_K
 		}
-	case role == FFNDown:
+	case role == FFNDown || role == FFNDownExps:
 		switch {
 		case is("Q2_K"):
 			return kernels.Q3_K
@@ -162,6 +186,12 @@ func (p QuantPlan) mix(name string, rowLen int) kernels.DType {
 		case is("Q5_K_M") && moreBits():
 			return kernels.Q6_K
 		case is("Q4_K_S") && layer < n/8:
+			return kernels.Q5_K
+		case iq4 && layer < n/8: // without an importance matrix
+			return kernels.Q5_K
+		}
+	case role == AttnOut && p.Experts == 8:
+		if is("Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS") {
 			return kernels.Q5_K
 		}
 	case role == AttnQKV:

@@ -53,6 +53,10 @@ type Shape struct {
 	// RopeDim is how many dimensions of a head RoPE rotates when not all
 	// (Phi-4-mini's partial rotary factor); 0 means all.
 	RopeDim int
+	// Experts, ExpertsUsed and ExpertFFN shape a mixture of experts
+	// (qwen3moe, gpt-oss): written as expert_count, expert_used_count and
+	// expert_feed_forward_length.
+	Experts, ExpertsUsed, ExpertFFN int
 	// LongRoPE, when set, is the original context of a LongRoPE model
 	// (Phi-3.5, Phi-4-mini), written with made-up short and long factors
 	// (rope_factors_short/long.weight: 1 to 2.5, and 1 to 32) and the
@@ -68,12 +72,21 @@ var (
 	qwen3Specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"}
 	gemmaSpecials = []string{"<pad>", "<start_of_turn>", "<end_of_turn>"}
 	phi3Specials  = []string{"<|endoftext|>", "<|assistant|>", "<|end|>", "<|system|>", "<|user|>"}
+	// gpt-oss's harmony format: the tokens its chat template writes and
+	// its answers hold.
+	harmonySpecials = []string{"<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>",
+		"<|start|>", "<|end|>", "<|message|>", "<|call|>"}
+	// gpt-oss's RoPE: YaRN over the original context of 4096, and its
+	// window.
+	gptOSSKeys = map[string]any{"rope.freq_base": float32(150000), "rope.scaling.type": "yarn", "rope.scaling.factor": float32(32),
+		"rope.scaling.original_context_length": uint32(4096), "attention.sliding_window": uint32(128)}
 )
 
 // The weight deviation and soft-caps of the tiny family shapes.
 const (
 	tinyStd, tinyOutStd       = 0.25, 1
 	tinyAttnCap, tinyFinalCap = 5, 5
+	tinyMoEStd, tinyMoEOutStd = 0.125, 0.5 // for four times the width of the others
 )
 
 // Shapes are the shapes synth can write: real models' (the names say
@@ -100,11 +113,17 @@ var Shapes = []Shape{
 		Specials: phi3Specials, Keys: map[string]any{"attention.sliding_window": uint32(2047)}},
 	{Name: "phi-4-mini", Arch: "phi3", Dim: 3072, Layers: 32, Heads: 24, KVHeads: 8, HeadDim: 128, RopeDim: 96, FFN: 8192,
 		Vocab: 200064, Ctx: 131072, Tied: true, LongRoPE: 4096, Specials: phi3Specials, Keys: map[string]any{"rope.freq_base": float32(10000)}},
+	{Name: "qwen3-30b-a3b", Arch: "qwen3moe", Dim: 2048, Layers: 48, Heads: 32, KVHeads: 4, HeadDim: 128, FFN: 6144, Vocab: 151936,
+		Ctx: 40960, Experts: 128, ExpertsUsed: 8, ExpertFFN: 768, Keys: qwen3Keys, Specials: qwen3Specials},
+	{Name: "gpt-oss-20b", Arch: "gpt-oss", Dim: 2880, Layers: 24, Heads: 64, KVHeads: 8, HeadDim: 64, FFN: 2880, Vocab: 201088,
+		Ctx: 131072, Experts: 32, ExpertsUsed: 4, ExpertFFN: 2880, Keys: gptOSSKeys, Specials: harmonySpecials},
 	{Name: "tiny-llama3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
 		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, RopeFreqs: true, Specials: llama3Special},
 	{Name: "tiny-llama3-keys", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd, OutStd: tinyOutStd,
 		Keys: map[string]any{"rope.freq_base": float32(500000)}, Llama3: llama3, Specials: llama3Special},
 	{Name: "tiny-qwen3", Arch: "qwen3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
+		Std: tinyStd, OutStd: tinyOutStd, Tied: true, Keys: qwen3Keys, Specials: qwen3Specials},
+	{Name: "tiny-qwen2", Arch: "qwen2", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512,
 		Std: tinyStd, OutStd: tinyOutStd, Tied: true, Keys: qwen3Keys, Specials: qwen3Specials},
 	{Name: "tiny-gemma2", Arch: "gemma2", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 128, Vocab: 512, Ctx: 512,
 		Std: tinyStd, Tied: true, Keys: map[string]any{"attention.sliding_window": uint32(8), "attention.layer_norm_rms_epsilon": float32(1e-6),
@@ -117,6 +136,27 @@ var Shapes = []Shape{
 		Specials: phi3Specials},
 	{Name: "tiny-phi3-longrope", Arch: "phi3", Dim: 64, Layers: 3, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 512, Ctx: 512, Std: tinyStd,
 		OutStd: tinyOutStd, Specials: phi3Specials, RopeDim: 12, LongRoPE: 256, Tied: true},
+	// The mixtures of experts are 256 wide, so that their k-quant and
+	// IQ4_XS files hold those formats (a row of 64 holds no 256-block).
+	{Name: "tiny-qwen3moe", Arch: "qwen3moe", Dim: 256, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 1024, Vocab: 512, Ctx: 512,
+		Experts: 16, ExpertsUsed: 4, ExpertFFN: 256, Std: tinyMoEStd, OutStd: tinyMoEOutStd, Keys: qwen3Keys, Specials: qwen3Specials},
+	{Name: "tiny-gpt-oss", Arch: "gpt-oss", Dim: 256, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 256, Vocab: 512, Ctx: 512,
+		Experts: 8, ExpertsUsed: 4, ExpertFFN: 256, Std: tinyMoEStd, OutStd: tinyMoEOutStd, Specials: harmonySpecials,
+		Keys: map[string]any{"rope.freq_base": float32(150000), "rope.scaling.type": "yarn", "rope.scaling.factor": float32(32),
+			"rope.scaling.original_context_length": uint32(4096), "attention.sliding_window": uint32(8)}},
+}
+
+// TinyShape is the narrowest tiny shape (named "tiny…") of architecture
+// arch in Shapes, the first of equals, for tests that run every
+// architecture.
+func TinyShape(arch string) (Shape, bool) {
+	var best Shape
+	for _, s := range Shapes {
+		if strings.HasPrefix(s.Name, "tiny") && cmp.Or(s.Arch, "llama") == arch && (best.Name == "" || s.Dim < best.Dim) {
+			best = s
+		}
+	}
+	return best, best.Name != ""
 }
 
 // ShapeByName finds a shape of Shapes.
@@ -160,7 +200,8 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	}
 	ropeDim := cmp.Or(s.RopeDim, headDim)
 	cfg := &Config{Arch: s.Arch, ContextLength: s.Ctx, Dim: s.Dim, Layers: s.Layers, FFN: s.FFN,
-		Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: headDim, HeadDimV: headDim, VocabSize: s.Vocab, RopeDim: ropeDim}
+		Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: headDim, HeadDimV: headDim, VocabSize: s.Vocab, RopeDim: ropeDim,
+		MoE: MoE{Experts: s.Experts, ExpertsUsed: s.ExpertsUsed, ExpertFFN: s.ExpertFFN}}
 	w := gguf.NewWriter()
 	set := func(k string, v any) {
 		if err := w.Set(k, v); err != nil {
@@ -179,6 +220,11 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 	set(key("attention.head_count"), uint32(s.Heads))
 	set(key("attention.head_count_kv"), uint32(s.KVHeads))
 	set(key("rope.dimension_count"), uint32(ropeDim))
+	if s.Experts > 0 {
+		set(key("expert_count"), uint32(s.Experts))
+		set(key("expert_used_count"), uint32(s.ExpertsUsed))
+		set(key("expert_feed_forward_length"), uint32(s.ExpertFFN))
+	}
 	if s.LongRoPE > 0 {
 		set(key("rope.scaling.type"), "longrope")
 		set(key("rope.scaling.original_context_length"), uint32(s.LongRoPE))
@@ -227,7 +273,7 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 		set("tokenizer.chat_template", s.ChatTemplate)
 	}
 
-	plan := QuantPlan{Type: ft, Layers: s.Layers, GQA: s.Heads / s.KVHeads, HasOutput: !s.Tied}
+	plan := QuantPlan{Type: ft, Layers: s.Layers, GQA: s.Heads / s.KVHeads, HasOutput: !s.Tied, Experts: s.Experts}
 	// add writes a tensor of the row-major shape: norm vectors are ones, as
 	// a trained model's are near, and everything else (matrices, biases) is
 	// uniform with the standard deviation 0.02 of llama's init (a uniform on
@@ -239,11 +285,12 @@ func Synthesize(path string, s Shape, ft FileType, seed uint64, threads int) err
 			a = float32(s.OutStd * 1.7320508)
 		}
 		cols, rows := shape[len(shape)-1], 1
-		dims := []uint64{uint64(cols)}
+		dims := ggufDims(shape)
+		for _, d := range shape[:len(shape)-1] {
+			rows *= d // a matrix's rows, or all experts' rows
+		}
 		t := kernels.F32
-		if len(shape) == 2 {
-			rows = shape[0]
-			dims = append(dims, uint64(rows))
+		if Quantized(name, dims) {
 			t = plan.TensorType(name, cols)
 		}
 		tr, ok := kernels.TraitsOf(t)

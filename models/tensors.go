@@ -26,6 +26,10 @@ type RoleSpec struct {
 	// Linear says the tensor is a matrix the forward pass multiplies
 	// activations by, so a LoRA adapter may update it.
 	Linear bool
+	// Experts says the tensor holds one slice per expert of a mixture of
+	// experts (moe.go), its first dimension in row-major order: a forward
+	// pass reads only the slices of the experts a token is routed to.
+	Experts bool
 	// HF is the module a Hugging Face checkpoint names the linear layer by:
 	// under "model.layers.N." for a block's ("self_attn.q_proj"), the whole
 	// path otherwise ("lm_head"); "" when adapters cannot address it.

@@ -54,7 +54,8 @@ func TestArchitecturesDescribeTheirTensors(t *testing.T) {
 	for _, name := range Architectures() {
 		t.Run(name, func(t *testing.T) {
 			a, _ := Lookup(name)
-			c := &Config{Arch: name, Dim: 64, Layers: 2, FFN: 96, Heads: 4, KVHeads: 2, HeadDim: 16, HeadDimV: 16, VocabSize: 100, RopeDim: 16}
+			c := &Config{Arch: name, Dim: 64, Layers: 2, FFN: 96, Heads: 4, KVHeads: 2, HeadDim: 16, HeadDimV: 16, VocabSize: 100, RopeDim: 16,
+				MoE: MoE{Experts: 8, ExpertsUsed: 2, ExpertFFN: 32}}
 			seen := map[Role]bool{}
 			for _, ts := range a.Tensors {
 				if seen[ts.Role] {
@@ -62,8 +63,11 @@ func TestArchitecturesDescribeTheirTensors(t *testing.T) {
 				}
 				seen[ts.Role] = true
 				shape := ts.Shape(c)
-				if len(shape) < 1 || len(shape) > 2 {
+				if len(shape) < 1 || len(shape) > 2 && !ts.Role.Spec().Experts || len(shape) > 3 {
 					t.Errorf("%v: shape %v", ts.Role, shape)
+				}
+				if ts.Role.Spec().Experts && shape[0] != c.Experts {
+					t.Errorf("%v: expert tensor of shape %v", ts.Role, shape)
 				}
 				for _, d := range shape {
 					if d <= 0 {

@@ -316,16 +316,6 @@ func gemmaBlock(n *net, l int, x *G.Node) *G.Node {
 	return must(G.Add(x, n.norm(f, t.vec(models.FFNPostNorm))))
 }
 
-// blocks are the block functions by architecture.
-var blocks = map[string]func(n *net, l int, x *G.Node) *G.Node{
-	"llama":  llamaBlock,
-	"qwen2":  llamaBlock,
-	"qwen3":  llamaBlock,
-	"phi3":   phi3Block,
-	"gemma2": gemmaBlock,
-	"gemma3": gemmaBlock,
-}
-
 // forward builds the pass over the embeddings x (t, dim) and returns the
 // logits (r1−r0, vocab) of the rows [r0, r1) of the pass.
 func (n *net) forward(x *G.Node, r0, r1 int) *G.Node {
@@ -347,17 +337,17 @@ func (n *net) forward(x *G.Node, r0, r1 int) *G.Node {
 func (n *net) forwardRows(x, sel *G.Node) *G.Node {
 	cfg := n.m.cfg
 	n.attn = make([]*attention, cfg.Layers)
-	block := blocks[cfg.Arch]
+	fam := n.m.fam
 	for l := range cfg.Layers {
-		x = block(n, l, x)
+		x = fam.block(n, l, x)
 	}
 	if sel != nil {
 		x = must(G.Mul(sel, x))
 	}
 	n.hidden = n.norm(x, n.m.w.global.vec(models.OutputNorm))
 	logits := n.linear(n.hidden, n.m.w.output, nil)
-	if c := cfg.FinalSoftCap; c != 0 { // Gemma 2: c·tanh(logits/c)
-		logits = must(G.Mul(must(G.Tanh(must(G.Mul(logits, n.constant(float64(1/c)))))), n.constant(float64(c))))
+	if fam.logits != nil {
+		logits = fam.logits(n, logits)
 	}
 	return logits
 }

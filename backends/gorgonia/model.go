@@ -13,6 +13,7 @@ import (
 // number of graphs may use it at once.
 type Model struct {
 	cfg  *models.Config
+	fam  family // the architecture's block and hooks
 	w    *weights
 	rope kernels.Rope
 	// ropeSWA is the RoPE of the sliding-window layers when its base or
@@ -25,8 +26,12 @@ type Model struct {
 // NewModel dequantizes the weights of the model in f, described by cfg,
 // to F32. f may be closed afterwards.
 func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
-	if _, ok := blocks[cfg.Arch]; !ok || cfg.Architecture() == nil {
-		return nil, fmt.Errorf("gorgonia: architecture %q has no graph in this backend", cfg.Arch)
+	fam, err := familyOf(cfg.Arch)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Architecture() == nil {
+		return nil, fmt.Errorf("gorgonia: architecture %q is not described in package models", cfg.Arch)
 	}
 	if cfg.HeadDimV != cfg.HeadDim {
 		return nil, fmt.Errorf("gorgonia: value head size %d differs from key head size %d, which is not supported", cfg.HeadDimV, cfg.HeadDim)
@@ -46,6 +51,7 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 	}
 	m := &Model{
 		cfg: cfg,
+		fam: fam,
 		w:   w,
 		rope: kernels.Rope{
 			Dims:        cfg.RopeDim,
@@ -66,13 +72,13 @@ func NewModel(f *gguf.File, cfg *models.Config) (*Model, error) {
 	return m, nil
 }
 
-// embedRow sets dst (dim) to token id's embedding, scaled as the family
-// scales it (Gemma: sqrt(dim)).
+// embedRow sets dst (dim) to token id's embedding, transformed as the
+// family transforms it (Gemma: scaled by sqrt(dim)).
 func (m *Model) embedRow(dst []float32, id int32) {
 	dim := m.cfg.Dim
 	copy(dst, m.w.embd[int(id)*dim:(int(id)+1)*dim])
-	if m.cfg.EmbedScale != 0 {
-		kernels.Scale(m.cfg.EmbedScale, dst)
+	if m.fam.embed != nil {
+		m.fam.embed(m, dst)
 	}
 }
 

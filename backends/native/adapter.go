@@ -63,6 +63,9 @@ func (b *Backend) fitAdapter(a *lora.Adapter) error {
 	}
 	for _, t := range a.Targets() {
 		m, ok := b.byName[t.Name]
+		if !ok && b.isExperts(t.Name) {
+			return fmt.Errorf("native: adapter %q updates %s, the experts of a mixture of experts: adapters on the experts are not supported (adapters on attention and the router are): %w", a.Name, t.Name, lora.ErrInvalid)
+		}
 		if !ok {
 			return fmt.Errorf("native: adapter %q updates %s, which is not a linear layer of this model: %w", a.Name, t.Name, lora.ErrInvalid)
 		}
@@ -75,6 +78,18 @@ func (b *Backend) fitAdapter(a *lora.Adapter) error {
 		b.buf.loraScratch = make([]float32, need)
 	}
 	return nil
+}
+
+// isExperts reports whether name is one of the experts' stacked tensors.
+func (b *Backend) isExperts(name string) bool {
+	for _, ly := range b.moeLayers {
+		for _, m := range []*expertMatrix{ly.gate, ly.up, ly.down} {
+			if m.name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // addRun appends row to runs, extending the last run when it has the same

@@ -55,6 +55,9 @@ type attnJob struct {
 	// the query's own included, a query sees.
 	scale, softCap float32
 	window         int
+	// sinks, when set, are each query head's learned sink logit (gpt-oss),
+	// which the softmax normalises with as if it were one more position.
+	sinks []float32 // (heads)
 }
 
 // tasks sets the span of heads per task for n rows and returns the number
@@ -181,7 +184,7 @@ func (j *attnJob) tieredGroup(r, g, worker int) {
 		}
 	}
 	for h := range gh {
-		j.weigh(scores[h*stride:h*stride+seen], lo-first)
+		j.weigh(scores[h*stride:h*stride+seen], lo-first, h0+h)
 		roundToHalves(scores[h*stride:h*stride+seen], s.w16)
 	}
 	out := bf.att[(r*heads+h0)*hd : (r*heads+h0+gh)*hd]
@@ -253,7 +256,7 @@ func (j *attnJob) head(r, h, worker int) {
 			t0 := i * bt
 			kernels.DotHalvesRows(p.KeysF16(blk, l)[g*bt*hd:], hd, s.q16, scores[t0:min(t0+bt, len(scores))], batched)
 		}
-		j.weigh(scores, lo-first)
+		j.weigh(scores, lo-first, h)
 		w := s.w16[:nv]
 		kernels.FP32ToFP16Row(scores, w[:len(scores)])
 		clear(w[len(scores):])
@@ -270,17 +273,18 @@ func (j *attnJob) head(r, h, worker int) {
 			scores[i*bt+t] = dot(keys[(g*bt+t)*hd:][:hd], q)
 		}
 	}
-	j.weigh(scores, lo-first)
+	j.weigh(scores, lo-first, h)
 	w := s.scores[:nv]
 	clear(w[len(scores):])
 	kernels.DotFloatsPaged(p.ValueStoreF32(), offs, bt, bt, w, out, batched)
 }
 
-// weigh turns the dot products of a query with the keys into attention
-// weights, as llama.cpp's graph does: the soft-cap when the model has one,
-// the positions before the window (the first masked of them) masked, then
-// softmax(scale·scores).
-func (j *attnJob) weigh(scores []float32, masked int) {
+// weigh turns the dot products of query head h with the keys into
+// attention weights, as llama.cpp's graph does: the soft-cap when the model
+// has one, the positions before the window (the first masked of them)
+// masked, then softmax(scale·scores), normalised with the head's sink when
+// the block has sinks.
+func (j *attnJob) weigh(scores []float32, masked, h int) {
 	if j.softCap > 0 {
 		kernels.SoftCap(scores, j.softCap)
 	}
@@ -291,6 +295,10 @@ func (j *attnJob) weigh(scores []float32, masked int) {
 		for t := range scores {
 			scores[t] *= j.scale
 		}
+	}
+	if j.sinks != nil {
+		kernels.SoftmaxSink(scores, j.sinks[h])
+		return
 	}
 	kernels.Softmax(scores)
 }

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/ruvllm/ruvllm/backends"
@@ -22,12 +23,16 @@ const logitsChunk = 16
 type Backend struct {
 	cfg      *models.Config
 	w        *weights
-	block    blockFunc // the architecture's transformer block
+	fam      family // the architecture's block and hooks
 	pool     *kernels.Pool
 	maxBatch int
 	buf      buffers
 	attnJob  attnJob
 	gluJob   gluJob
+	// moeLayers are the experts of each block of a mixture of experts
+	// (nil for a dense model), moe their pass's buffers (moe.go).
+	moeLayers []moeLayer
+	moe       moeBuffers
 	// rotary are the model's RoPEs with the angles of each row of a pass:
 	// one, another for the sliding-window layers when their base or scale
 	// differs (Gemma 3), or one with LongRoPE's long factors for sequences
@@ -58,6 +63,9 @@ type Backend struct {
 	// tap, when set (by tests), sees the activations at named points of
 	// every pass; see observe.
 	tap func(point string, layer int, x []float32)
+	// moeFFN, when set (by tests), computes the mixture-of-experts
+	// sublayer in place of experts: a second way to the same numbers.
+	moeFFN func(l, n int, t *tensors, xn, proj []float32, act func(dst, gate, up []float32))
 	// inputs, when set, sees the input of every block matrix
 	// (ObserveInputs).
 	inputs func(layer int, name string, x []float32)
@@ -108,11 +116,18 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 		return nil, fmt.Errorf("native: threads %d, max batch %d, KV bytes %d, KV tokens %d, hot %d, warm %d and sequences %d must not be negative",
 			opt.Threads, opt.MaxBatch, opt.KVBytes, opt.KVTokens, opt.KVHotTokens, opt.KVWarmTokens, opt.KVSequences)
 	}
-	block, ok := blocks[cfg.Arch]
-	if !ok || cfg.Architecture() == nil {
-		return nil, fmt.Errorf("native: architecture %q has no block in this backend", cfg.Arch)
+	fam, err := familyOf(cfg.Arch)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Architecture() == nil {
+		return nil, fmt.Errorf("native: architecture %q is not described in package models", cfg.Arch)
 	}
 	w, err := loadWeights(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	moeLayers, err := loadExperts(f, cfg, w)
 	if err != nil {
 		return nil, err
 	}
@@ -128,17 +143,18 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 		}
 	}
 	b := &Backend{
-		cfg:      cfg,
-		w:        w,
-		sparsity: level,
-		block:    block,
-		maxBatch: opt.MaxBatch,
-		kvBytes:  opt.KVBytes,
-		kvTokens: opt.KVTokens,
-		kvHot:    opt.KVHotTokens,
-		kvWarm:   opt.KVWarmTokens,
-		kvSeqs:   opt.KVSequences,
-		file:     f,
+		cfg:       cfg,
+		w:         w,
+		sparsity:  level,
+		fam:       fam,
+		moeLayers: moeLayers,
+		maxBatch:  opt.MaxBatch,
+		kvBytes:   opt.KVBytes,
+		kvTokens:  opt.KVTokens,
+		kvHot:     opt.KVHotTokens,
+		kvWarm:    opt.KVWarmTokens,
+		kvSeqs:    opt.KVSequences,
+		file:      f,
 	}
 	if err := b.setRotary(); err != nil {
 		return nil, err
@@ -159,7 +175,11 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 		w.stackSparse(cfg.Architecture(), f)
 	}
 	b.pool = kernels.NewPool(opt.Threads)
-	if err := b.buf.size(cfg, w, b.maxBatch, b.pool.Size()); err != nil {
+	err = b.buf.size(cfg, w, b.maxBatch, b.pool.Size())
+	if err == nil {
+		err = b.moe.size(cfg, moeLayers, b.maxBatch)
+	}
+	if err != nil {
 		b.pool.Close()
 		w.release()
 		return nil, err
@@ -208,10 +228,12 @@ func (b *Backend) setRotary() error {
 		FreqFactors: factors,
 		AttnFactor:  cfg.RopeAttnFactor,
 	}
+	yarn(&rope, cfg)
 	b.rotary = []rotary{{Rope: rope}}
 	b.layerRotary = make([]int, cfg.Layers)
 	swa := rope
 	swa.Base, swa.FreqScale = cfg.RopeBaseSWA, cfg.RopeScaleSWA
+	yarn(&swa, cfg)
 	for l := range b.layerRotary {
 		if cfg.Windowed(l) && (swa.Base != rope.Base || swa.FreqScale != rope.FreqScale) {
 			if len(b.rotary) == 1 {
@@ -232,12 +254,22 @@ func (b *Backend) setRotary() error {
 	return nil
 }
 
+// yarn sets the YaRN terms of r when the model's RoPE scaling is YaRN's
+// (gpt-oss): its correction dims depend on r's base.
+func yarn(r *kernels.Rope, cfg *models.Config) {
+	if cfg.RopeExtFactor == 0 {
+		return
+	}
+	r.ExtFactor = cfg.RopeExtFactor
+	r.CorrDims = kernels.YarnCorrDims(r.Dims, cfg.RopeOrigCtx, cmp.Or(r.Base, 10000), cfg.RopeBetaFast, cfg.RopeBetaSlow)
+}
+
 // sparseLevel is the sparsity a sparse run of f uses: asked, or else the
 // file's calibrated one.
 func sparseLevel(f *gguf.File, w *weights, asked float64) (float64, error) {
 	info, ok := sparse.ReadInfo(f)
 	if !ok || len(w.sparseMatrices()) == 0 {
-		return 0, fmt.Errorf("native: the file is not sparsified (ruvllm-serve sparsify writes one), so it cannot run on %s", SparseBackend)
+		return 0, fmt.Errorf("native: the file is not sparsified (ruvllm-serve sparsify writes one), so it cannot run on %s: %w", SparseBackend, backends.ErrFileForm)
 	}
 	if asked == 0 {
 		return info.Sparsity, nil

@@ -8,27 +8,15 @@ import (
 // A transformer block is composed, per architecture, from the pieces in
 // this file, as llama.cpp's build_qkv, build_attn and build_ffn are: a
 // family's file (llama.go, qwen3.go, gemma.go, ...) registers a short
-// blockFunc that calls them in its order. Each piece reads its tensors by
+// blockFunc that calls them in its order (registerFamily). Each piece reads its tensors by
 // role from the block's tensors, so a piece serves every family that has
 // those roles, and a tensor the file lacks (an optional bias) is simply not
 // applied.
 
 // blockFunc runs transformer block l over the n tokens of a pass, updating
-// the residual stream b.buf.x in place.
+// the residual stream b.buf.x in place. A family registers its own
+// (family.go).
 type blockFunc func(b *Backend, l, n int)
-
-// blocks are the block functions by architecture name.
-var blocks = map[string]blockFunc{}
-
-// registerBlock makes the native backend run architecture arch (a
-// models.Architecture of the same name) with f. It is called from the
-// family's file while the package initialises.
-func registerBlock(arch string, f blockFunc) {
-	if _, dup := blocks[arch]; dup {
-		panic("native: block of " + arch + " registered twice")
-	}
-	blocks[arch] = f
-}
 
 // sublayer computes a block's attention or MLP: proj (n, dim) from the
 // normalised input xn (n, dim). Method expressions of Backend are
@@ -177,7 +165,8 @@ func (b *Backend) scaleQueries(l int, q []float32) {
 // attend stores the keys k and values v of the pass in each sequence's KV
 // blocks, attends with the queries q (scores scaled by scale, capped by
 // the model's attention soft-cap, over the layer's sliding window when it
-// has one) and sets proj to the output projection of the result.
+// has one, with the block's attention sinks when it has them) and sets
+// proj to the output projection of the result (plus its bias, gpt-oss).
 func (b *Backend) attend(l, n int, t *tensors, q, k, v []float32, scale float32, proj []float32) {
 	bf, cfg := &b.buf, b.cfg
 	kDim, vDim := cfg.KVHeads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDimV
@@ -187,13 +176,14 @@ func (b *Backend) attend(l, n int, t *tensors, q, k, v []float32, scale float32,
 	}
 	j := &b.attnJob
 	j.layer, j.scale, j.softCap, j.window = l, scale, cfg.AttnSoftCap, 0
+	j.sinks = t.vec(models.AttnSinks) // gpt-oss
 	if cfg.Windowed(l) {
 		j.window = cfg.SlidingWindow
 	}
 	att := bf.att[:n*cfg.Heads*cfg.HeadDimV]
 	b.pool.Run(j.tasks(n), j)
 	b.observe("kqv_merged_cont", l, att)
-	b.linear(t.mat(models.AttnOut), att, n, proj, nil, bf.runs)
+	b.linear(t.mat(models.AttnOut), att, n, proj, t.vec(models.AttnOutBias), bf.runs)
 	b.observe("kqv_out", l, proj)
 }
 

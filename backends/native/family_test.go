@@ -86,27 +86,30 @@ var longPrompt = func() []tokenizer.ID {
 // logits by their own size.
 func TestFamilyPrefillSplits(t *testing.T) {
 	for _, file := range familyFiles {
-		t.Run(file, func(t *testing.T) {
-			path := filepath.Join(familyDir, file)
-			b, _, _ := openFile(t, path, backends.Options{Threads: 2})
-			small, _, _ := openFile(t, path, backends.Options{Threads: 1, MaxBatch: 5})
-			vocab := b.Model().VocabSize
-			prompt := longPrompt[:40]
-			batched, _ := alone(t, b, prompt, nil, 64)
-			split, _ := alone(t, small, prompt, nil, 64)
-			closeRel(t, "micro-batches of 5", split, batched, 1e-3)
-			_, single := alone(t, b, prompt[:1], prompt[1:], 64)
-			closeRel(t, "token by token", single, batched[vocab:], 1e-3)
-
-			other := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
-			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
-			got := make([]float32, len(prompt)*vocab)
-			forward(t, b,
-				backends.Step{Seq: other, Tokens: longPrompt[20:50]},
-				backends.Step{Seq: s, Tokens: prompt, Outputs: backends.AllTokens, Logits: got})
-			closeRel(t, "beside another sequence", got, batched, 1e-3)
-		})
+		t.Run(file, func(t *testing.T) { checkPrefillSplits(t, filepath.Join(familyDir, file), 1e-3) })
 	}
+}
+
+// checkPrefillSplits is TestFamilyPrefillSplits of the model at path, with
+// the logits within tol of the largest.
+func checkPrefillSplits(t *testing.T, path string, tol float64) {
+	b, _, _ := openFile(t, path, backends.Options{Threads: 2})
+	small, _, _ := openFile(t, path, backends.Options{Threads: 1, MaxBatch: 5})
+	vocab := b.Model().VocabSize
+	prompt := longPrompt[:40]
+	batched, _ := alone(t, b, prompt, nil, 64)
+	split, _ := alone(t, small, prompt, nil, 64)
+	closeRel(t, "micro-batches of 5", split, batched, tol)
+	_, single := alone(t, b, prompt[:1], prompt[1:], 64)
+	closeRel(t, "token by token", single, batched[vocab:], tol)
+
+	other := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
+	got := make([]float32, len(prompt)*vocab)
+	forward(t, b,
+		backends.Step{Seq: other, Tokens: longPrompt[20:50]},
+		backends.Step{Seq: s, Tokens: prompt, Outputs: backends.AllTokens, Logits: got})
+	closeRel(t, "beside another sequence", got, batched, tol)
 }
 
 // TestFamilyPrefixReuse checks that a sequence that reuses the committed
@@ -114,43 +117,49 @@ func TestFamilyPrefillSplits(t *testing.T) {
 // only the rest gets the logits of a sequence that computes everything.
 func TestFamilyPrefixReuse(t *testing.T) {
 	for _, file := range familyFiles {
-		t.Run(file, func(t *testing.T) {
-			b, _, _ := openFile(t, filepath.Join(familyDir, file), backends.Options{Threads: 2})
-			vocab := b.Model().VocabSize
-			first := newSeq(t, b, backends.SequenceOptions{MaxLen: 128})
-			forward(t, b, backends.Step{Seq: first, Tokens: longPrompt})
-			first.Close()
-
-			prompt := append(append([]tokenizer.ID{}, longPrompt[:66]...), 300, 301, 302)
-			want := make([]float32, vocab)
-			forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{MaxLen: 128}), Tokens: prompt, Logits: want})
-
-			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 128})
-			n := s.Reuse(prompt, len(prompt)-1)
-			if n != 64 {
-				t.Fatalf("reused %d tokens, want the 64 of two committed blocks", n)
-			}
-			got := make([]float32, vocab)
-			forward(t, b, backends.Step{Seq: s, Tokens: prompt[n:], Logits: got})
-			closeRel(t, "after reuse", got, want, 1e-3)
-		})
+		t.Run(file, func(t *testing.T) { checkPrefixReuse(t, filepath.Join(familyDir, file)) })
 	}
+}
+
+// checkPrefixReuse is TestFamilyPrefixReuse of the model at path.
+func checkPrefixReuse(t *testing.T, path string) {
+	b, _, _ := openFile(t, path, backends.Options{Threads: 2})
+	vocab := b.Model().VocabSize
+	first := newSeq(t, b, backends.SequenceOptions{MaxLen: 128})
+	forward(t, b, backends.Step{Seq: first, Tokens: longPrompt})
+	first.Close()
+
+	prompt := append(append([]tokenizer.ID{}, longPrompt[:66]...), 300, 301, 302)
+	want := make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{MaxLen: 128}), Tokens: prompt, Logits: want})
+
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 128})
+	n := s.Reuse(prompt, len(prompt)-1)
+	if n != 64 {
+		t.Fatalf("reused %d tokens, want the 64 of two committed blocks", n)
+	}
+	got := make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: prompt[n:], Logits: got})
+	closeRel(t, "after reuse", got, want, 1e-3)
 }
 
 // TestFamilyDecodeAllocatesNothing is the house rule for the new blocks.
 func TestFamilyDecodeAllocatesNothing(t *testing.T) {
 	for _, file := range familyFiles {
-		t.Run(file, func(t *testing.T) {
-			b, _, _ := openFile(t, filepath.Join(familyDir, file), backends.Options{Threads: 2})
-			vocab := b.Model().VocabSize
-			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 128})
-			l := make([]float32, vocab)
-			forward(t, b, backends.Step{Seq: s, Tokens: longPrompt[:20], Logits: l})
-			steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{300}, Logits: l}}
-			if a := testing.AllocsPerRun(20, func() { forward(t, b, steps...) }); a != 0 {
-				t.Errorf("a decode step allocates %.1f times", a)
-			}
-		})
+		t.Run(file, func(t *testing.T) { checkDecodeAllocs(t, filepath.Join(familyDir, file)) })
+	}
+}
+
+// checkDecodeAllocs is TestFamilyDecodeAllocatesNothing of the model at path.
+func checkDecodeAllocs(t *testing.T, path string) {
+	b, _, _ := openFile(t, path, backends.Options{Threads: 2})
+	vocab := b.Model().VocabSize
+	s := newSeq(t, b, backends.SequenceOptions{MaxLen: 128})
+	l := make([]float32, vocab)
+	forward(t, b, backends.Step{Seq: s, Tokens: longPrompt[:20], Logits: l})
+	steps := []backends.Step{{Seq: s, Tokens: []tokenizer.ID{300}, Logits: l}}
+	if a := testing.AllocsPerRun(20, func() { forward(t, b, steps...) }); a != 0 {
+		t.Errorf("a decode step allocates %.1f times", a)
 	}
 }
 

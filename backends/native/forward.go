@@ -142,7 +142,6 @@ func (b *Backend) check(steps []backends.Step) error {
 // their sequences, and writes the outputs b.buf.outs asks for.
 func (b *Backend) pass(steps []backends.Step, n int) {
 	bf, dim, half := &b.buf, b.cfg.Dim, b.cfg.RopeDim/2
-	embedScale := b.cfg.EmbedScale
 	tokEmbd := b.w.global.mat(models.TokenEmbd)
 	embed, _ := kernels.TraitsOf(tokEmbd.typ)
 	bf.runs = bf.runs[:0]
@@ -164,13 +163,11 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 		}
 	}
 	b.observe("inp_embd", -1, bf.x[:n*dim])
-	if embedScale != 0 {
-		// Gemma's sqrt(dim), as llama.cpp's ggml_scale of the embeddings.
-		kernels.Scale(embedScale, bf.x[:n*dim])
-		b.observe("inp_scaled", -1, bf.x[:n*dim])
+	if f := b.fam.embed; f != nil {
+		f(b, bf.x[:n*dim])
 	}
 	for l := range b.w.blocks {
-		b.block(b, l, n)
+		b.fam.block(b, l, n)
 	}
 	for _, sg := range bf.segs {
 		// The blocks this pass filled are written in every layer now:
@@ -204,6 +201,8 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 		w.sparse.MulVec(b.pool, x, w.threshold, out, &b.buf.sparse)
 	case w.sparse != nil:
 		w.sparse.MatMul(b.pool, x, n, w.threshold, out, &b.buf.sparse)
+	case w.recent:
+		kernels.MatMulRecent(b.pool, w.typ, w.data, w.rows, w.cols, xw, n, out, b.buf.quant)
 	case n == 1 && w.packed != nil:
 		kernels.MatVecInterleaved(b.pool, w.typ, w.packed, w.rows, w.cols, xw, out, b.buf.quant)
 	case w.packed != nil:
@@ -285,8 +284,8 @@ func (b *Backend) outputs(steps []backends.Step) {
 			bf.outRuns = addRun(bf.outRuns, steps[o.step].Seq.(*sequence), i, 1)
 		}
 		b.linear(b.w.output, bf.xn[c0*dim:c1*dim], c1-c0, bf.logits, nil, bf.outRuns)
-		if c := b.cfg.FinalSoftCap; c > 0 {
-			kernels.SoftCap(bf.logits[:(c1-c0)*vocab], c) // Gemma 2
+		if f := b.fam.logits; f != nil {
+			f(b, bf.logits[:(c1-c0)*vocab])
 		}
 		b.observe("result_output", -1, bf.logits[:(c1-c0)*vocab])
 		for i, o := range bf.outs[c0:c1] {

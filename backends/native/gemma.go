@@ -2,9 +2,10 @@ package native
 
 import "github.com/ruvllm/ruvllm/models"
 
+// Gemma scales its embeddings by sqrt(dim) and Gemma 2 caps its logits.
 func init() {
-	registerBlock("gemma2", gemmaBlock)
-	registerBlock("gemma3", gemmaBlock)
+	registerFamily("gemma2", family{block: gemmaBlock, embed: scaleEmbeddings, logits: softCapLogits})
+	registerFamily("gemma3", family{block: gemmaBlock, embed: scaleEmbeddings, logits: softCapLogits})
 }
 
 // gemmaBlock is Gemma 2's and 3's block: attention and a GeGLU MLP, each
@@ -17,8 +18,7 @@ func init() {
 // soft-capped (Gemma 2) and windowed in the sliding-window layers, and
 // normalises each query and key head in Gemma 3, whose blocks have those
 // norms: what differs between the two is tensors and hyperparameters. The
-// embeddings' scale and the logits' cap are the forward pass's (pass,
-// outputs).
+// embeddings' scale and the logits' cap are the family's hooks.
 func gemmaBlock(b *Backend, l, n int) {
 	t := &b.w.blocks[l]
 	b.sandwichNorm(l, n, t, models.AttnNorm, models.AttnPostNorm, [2]string{"attn_norm", "attn_post_norm"}, scaledQueryAttention)

@@ -2,7 +2,7 @@ package native
 
 import "github.com/ruvllm/ruvllm/models"
 
-func init() { registerBlock("llama", llamaBlock) }
+func init() { registerFamily("llama", family{block: llamaBlock}) }
 
 // llamaBlock is a pre-norm block of attention and a SwiGLU MLP:
 //

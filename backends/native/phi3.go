@@ -2,7 +2,7 @@ package native
 
 import "github.com/ruvllm/ruvllm/models"
 
-func init() { registerBlock("phi3", phi3Block) }
+func init() { registerFamily("phi3", family{block: phi3Block}) }
 
 // phi3Block is llama's block with q, k and v from one matrix, the queries
 // scaled before the scores, and the gate and up projections in one

@@ -4,4 +4,4 @@ package native
 // the attention applies when a block has them (rotatedQKV), before RoPE as
 // llama.cpp's graph does, and its NeoX RoPE and head size come from the
 // architecture's description.
-func init() { registerBlock("qwen3", llamaBlock) }
+func init() { registerFamily("qwen3", family{block: llamaBlock}) }

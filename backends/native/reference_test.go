@@ -18,6 +18,7 @@ import (
 type reference struct {
 	LlamaCpp     string         `json:"llama_cpp"` // the build, when not c392e509
 	ModelFile    string         `json:"model_file"`
+	ModelSHA256  string         `json:"model_sha256"`
 	LoRAFile     string         `json:"lora_file"` // a GGUF LoRA adapter the run applies
 	LoRAScale    float32        `json:"lora_scale"`
 	NCtx         int            `json:"n_ctx"` // the context of the run's sequence
@@ -139,7 +140,7 @@ func served(t *testing.T, path string) bool {
 	}
 	defer f.Close()
 	arch, _ := f.GetString("general.architecture")
-	_, ok := blocks[arch]
+	_, ok := families[arch]
 	return ok
 }
 

@@ -26,6 +26,9 @@ type matrix struct {
 	// (kernels.Interleave): every product reads it, and data is left for
 	// the kernel to drop from memory (repack).
 	packed []byte
+	// recent makes the products the recent llama.cpp's
+	// (kernels.MatMulRecent), as for the models only it runs (moe.go).
+	recent bool
 }
 
 // row is the encoded row r.
@@ -230,6 +233,9 @@ func loadWeights(f *gguf.File, cfg *models.Config) (*weights, error) {
 		w.blocks[l] = newTensors()
 	}
 	for _, spec := range cfg.Architecture().Tensors {
+		if spec.Role.Spec().Experts {
+			continue // loadExperts views them
+		}
 		if !spec.Role.Spec().Block {
 			ld.load(cfg, spec, 0, &w.global)
 			continue
@@ -363,7 +369,7 @@ func (w *weights) repack(p *kernels.Pool, f *gguf.File, embd *matrix) {
 	total := 0
 	for _, m := range w.matrices() {
 		size := kernels.InterleavedBytes(m.typ, m.rows, m.cols)
-		if size < 0 || m.sparse != nil { // a channel-major matrix has its own mat-vec
+		if size < 0 || m.sparse != nil || m.recent { // a channel-major matrix has its own mat-vec
 			continue
 		}
 		ms = append(ms, m)

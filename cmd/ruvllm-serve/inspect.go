@@ -46,6 +46,7 @@ type inspectReport struct {
 	Config       *models.Config  `json:"hyperparameters,omitempty"`
 	ConfigError  string          `json:"hyperparameters_error,omitempty"`
 	Layout       []inspectLayout `json:"layout,omitempty"`
+	MoE          *inspectMoE     `json:"mixture_of_experts,omitempty"`
 	Unused       []string        `json:"unused_tensors,omitempty"`
 	Tokenizer    map[string]any  `json:"tokenizer"`
 	ChatTemplate string          `json:"chat_template,omitempty"`
@@ -81,6 +82,7 @@ func runInspect(e *env, args []string) error {
 	if c, err := models.ReadConfig(f); err == nil {
 		r.Config = c
 		r.Layout, r.Unused = layoutOf(f, c)
+		r.MoE = moeOf(f, c)
 	} else {
 		r.ConfigError = err.Error()
 	}
@@ -140,6 +142,13 @@ func printInspect(w io.Writer, f *gguf.File, r *inspectReport) {
 			fmt.Fprintf(w, "  sliding window %d in layers %s, their rope base %g scale %g\n",
 				c.SlidingWindow, strings.Join(windowed, " "), c.RopeBaseSWA, c.RopeScaleSWA)
 		}
+		if m := r.MoE; m != nil {
+			fmt.Fprintf(w, "  mixture of experts: %d experts of ffn %d, %d active per token (%s%s)\n",
+				m.Experts, m.ExpertFFN, m.ExpertsUsed, m.Gating, map[bool]string{true: ", weights renormalised"}[m.NormTopK])
+			fmt.Fprintf(w, "  parameters %s, active per token %s; bytes read per token %s (experts %s of %s, the rest %s)\n",
+				humanCount(m.Parameters), humanCount(m.ActiveParameters), humanBytes(m.BytesPerToken),
+				humanBytes(m.ExpertBytes*uint64(m.ExpertsUsed)/uint64(m.Experts)), humanBytes(m.ExpertBytes), humanBytes(m.BytesPerToken-m.ExpertBytes*uint64(m.ExpertsUsed)/uint64(m.Experts)))
+		}
 		fmt.Fprintf(w, "layout (what the %s description names; per-block tensors counted over %d blocks):\n", c.Arch, c.Layers)
 		for _, e := range r.Layout {
 			fmt.Fprintf(w, "  %-24s %-14s %s\n", e.Tensor, fmt.Sprint(e.Shape), e.status())
@@ -181,6 +190,64 @@ func printInspect(w io.Writer, f *gguf.File, r *inspectReport) {
 	for _, t := range r.Tensors {
 		fmt.Fprintf(w, "  %-32s %-8s %-20s %d\n", t.Name, t.Type, fmt.Sprint(t.Shape), t.Bytes)
 	}
+}
+
+// inspectMoE is what a mixture of experts reads per token: its experts,
+// how many a token is routed to, and the bytes of the file one token's
+// forward pass reads (every tensor but the token embeddings, of which it
+// reads one row, and of the experts' tensors the active experts' slices).
+type inspectMoE struct {
+	Experts          int    `json:"experts"`
+	ExpertsUsed      int    `json:"experts_used"`
+	ExpertFFN        int    `json:"expert_ffn"`
+	Gating           string `json:"gating"`
+	NormTopK         bool   `json:"norm_topk_prob"`
+	Parameters       int64  `json:"parameters"`
+	ActiveParameters int64  `json:"active_parameters"`
+	ExpertBytes      uint64 `json:"expert_bytes"`
+	BytesPerToken    uint64 `json:"bytes_read_per_token"`
+}
+
+// moeOf measures f's mixture of experts; nil for a dense model.
+func moeOf(f *gguf.File, c *models.Config) *inspectMoE {
+	if !c.IsMoE() {
+		return nil
+	}
+	m := &inspectMoE{Experts: c.Experts, ExpertsUsed: c.ExpertsUsed, ExpertFFN: c.ExpertFFN, NormTopK: c.NormTopK,
+		Gating: "softmax over all experts", ActiveParameters: c.ActiveParameters(c.Architecture())}
+	if c.Gating == models.GatingSoftmaxChosen {
+		m.Gating = "softmax over the chosen"
+	}
+	var rest uint64
+	for _, t := range f.Tensors {
+		elems := int64(1)
+		for _, d := range t.Dims {
+			elems *= int64(d)
+		}
+		m.Parameters += elems
+		r, _, known := models.ParseTensorName(t.Name)
+		switch {
+		case known && r.Spec().Experts:
+			m.ExpertBytes += t.Size
+		case t.Name == models.TensorName(models.TokenEmbd, -1) && len(t.Dims) == 2 && t.Dims[1] > 0:
+			rest += t.Size / t.Dims[1] // one row
+			if c.TiedOutput {
+				rest += t.Size - t.Size/t.Dims[1] // the output projection reads it whole
+			}
+		default:
+			rest += t.Size
+		}
+	}
+	m.BytesPerToken = rest + m.ExpertBytes*uint64(c.ExpertsUsed)/uint64(c.Experts)
+	return m
+}
+
+// humanCount is n in billions or millions.
+func humanCount(n int64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	}
+	return fmt.Sprintf("%.2fM", float64(n)/1e6)
 }
 
 func humanBytes(n uint64) string {

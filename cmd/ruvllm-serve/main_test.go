@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/internal/shared"
+	"github.com/ruvllm/ruvllm/internal/testmodel"
 )
 
 // run runs the command line and returns stdout, stderr and the exit status.
@@ -116,5 +117,43 @@ func TestInspectShared(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q", want)
 		}
+	}
+}
+
+// TestInspectMoE: inspect shows a mixture of experts' experts, the active
+// ones and the bytes one token reads: everything but the embeddings' other
+// rows and the inactive experts' share of the experts' tensors.
+func TestInspectMoE(t *testing.T) {
+	p := testmodel.Synth(t, "tiny-qwen3moe", "Q8_0")
+	out, stderr, code := run(t, "inspect", "--model", p, "--json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var r inspectReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	m := r.MoE
+	if m == nil || m.Experts != 16 || m.ExpertsUsed != 4 || m.ExpertFFN != 256 || !m.NormTopK {
+		t.Fatalf("mixture of experts %+v", m)
+	}
+	var experts, embd uint64
+	for _, tn := range r.Tensors {
+		switch {
+		case strings.Contains(tn.Name, "_exps."):
+			experts += tn.Bytes
+		case tn.Name == "token_embd.weight":
+			embd = tn.Bytes
+		}
+	}
+	if want := r.TotalBytes - experts*12/16 - embd + embd/512; m.ExpertBytes != experts || m.BytesPerToken != want {
+		t.Errorf("expert bytes %d (want %d), bytes per token %d (want %d)", m.ExpertBytes, experts, m.BytesPerToken, want)
+	}
+	if m.ActiveParameters >= m.Parameters/2 {
+		t.Errorf("active parameters %d of %d", m.ActiveParameters, m.Parameters)
+	}
+	text, _, _ := run(t, "inspect", "--model", p)
+	if !strings.Contains(text, "mixture of experts: 16 experts of ffn 256, 4 active per token") || !strings.Contains(text, "bytes read per token") {
+		t.Errorf("inspect output:\n%s", text)
 	}
 }

@@ -42,7 +42,7 @@ func runQuantize(e *env, args []string) error {
 		return err
 	}
 	start := time.Now()
-	plan := models.QuantPlan{Type: ft, Pure: *pure, Layers: c.Layers, GQA: c.Heads / c.KVHeads, HasOutput: !c.TiedOutput}
+	plan := models.QuantPlan{Type: ft, Pure: *pure, Layers: c.Layers, GQA: c.Heads / c.KVHeads, HasOutput: !c.TiedOutput, Experts: c.Experts}
 	if err := models.QuantizeFile(f, *out, plan, *threads); err != nil {
 		return err
 	}

@@ -73,6 +73,9 @@ func runSparsify(e *env, args []string) error {
 	if err := models.NotSparsified(m.File); err != nil {
 		return err
 	}
+	if m.Config.IsMoE() {
+		return fmt.Errorf("%s is a mixture of experts, which sparsify does not handle: its experts are sparse by routing already (a token reads %d of %d), and their stacked tensors have no sparse layout", m.Config.Arch, m.Config.ExpertsUsed, m.Config.Experts)
+	}
 	if len(m.Config.Architecture().Sparse) == 0 {
 		return fmt.Errorf("%s models cannot be sparsified: their description lists no sparse roles", m.Config.Arch)
 	}

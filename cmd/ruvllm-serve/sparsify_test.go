@@ -264,3 +264,21 @@ func TestSparsifyRotateStories(t *testing.T) {
 		t.Errorf("at sparsity 0.4 the rotated file's ln ppl %.4f is not below the plain one's %.4f", r, p)
 	}
 }
+
+// TestSparsifyRefusesMoE: a mixture of experts is refused with why, and no
+// output file is left.
+func TestSparsifyRefusesMoE(t *testing.T) {
+	dir := t.TempDir()
+	calib := filepath.Join(dir, "calib.txt")
+	if err := os.WriteFile(calib, []byte("Once upon a time there was a dog."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.gguf")
+	_, stderr, code := run(t, "sparsify", "--model", testmodel.Synth(t, "tiny-gpt-oss", "Q8_0"), "--calib", calib, "--sparsity", "0.3", "--out", out)
+	if code == 0 || !strings.Contains(stderr, "gpt-oss is a mixture of experts, which sparsify does not handle") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("an output file was left")
+	}
+}

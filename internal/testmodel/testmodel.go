@@ -43,11 +43,26 @@ func Synth(tb testing.TB, shape, ft string) string {
 // "llama", "Q4_K_M") is a llama of Qwen3-0.6B's size.
 func SynthAs(tb testing.TB, shape, arch, ft string) string {
 	tb.Helper()
+	return synth(tb, shape, arch, ft, 1)
+}
+
+// SynthSeed is Synth with the weights drawn from seed instead of 1, as
+// synth --seed writes them.
+func SynthSeed(tb testing.TB, shape, ft string, seed uint64) string {
+	tb.Helper()
+	return synth(tb, shape, "", ft, seed)
+}
+
+func synth(tb testing.TB, shape, arch, ft string, seed uint64) string {
+	tb.Helper()
 	s, t := shapeAndType(tb, shape, ft)
 	name := s.Name
 	if arch != "" {
 		s.Arch = arch
 		name += "-" + arch
+	}
+	if seed != 1 {
+		name += fmt.Sprintf("-seed%d", seed)
 	}
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ruvllm-testmodels-v%d", synthVersion))
 	path := filepath.Join(dir, fmt.Sprintf("%s-%s.gguf", name, t.Name))
@@ -62,7 +77,7 @@ func SynthAs(tb testing.TB, shape, arch, ft string) string {
 	// Written under a name of this process and renamed into place, so that
 	// test binaries running at once never read a half-written file.
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := models.Synthesize(tmp, s, t, 1, 0); err != nil {
+	if err := models.Synthesize(tmp, s, t, seed, 0); err != nil {
 		os.Remove(tmp)
 		tb.Fatal(err)
 	}
