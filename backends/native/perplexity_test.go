@@ -65,18 +65,18 @@ func lnPerplexity(t *testing.T, b backends.Backend, tokens []tokenizer.ID, nCtx,
 func TestPerplexity(t *testing.T) {
 	dir := shared.Path(t, "reference")
 	root := filepath.Dir(dir)
-	checkPerplexities(t, dir, func(name string) string { return modelPath(root, name) })
+	checkPerplexities(t, dir, func(_ *testing.T, name string) string { return modelPath(root, name) })
 }
 
 // TestFamilyPerplexity compares with the recent llama.cpp's figures for the
 // families' files in testdata/families/perplexity.json (README.md there).
 func TestFamilyPerplexity(t *testing.T) {
-	checkPerplexities(t, familyDir, func(name string) string { return filepath.Join(familyDir, name) })
+	checkPerplexities(t, familyDir, func(_ *testing.T, name string) string { return filepath.Join(familyDir, name) })
 }
 
 // checkPerplexities measures every model of dir/perplexity.json, found by
 // path, on its text in dir: ln ppl within 0.01 of llama.cpp's, 1% of ppl.
-func checkPerplexities(t *testing.T, dir string, path func(modelFile string) string) {
+func checkPerplexities(t *testing.T, dir string, path func(t *testing.T, modelFile string) string) {
 	raw, err := os.ReadFile(filepath.Join(dir, "perplexity.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func checkPerplexities(t *testing.T, dir string, path func(modelFile string) str
 	}
 	for _, ref := range refs {
 		t.Run(strings.TrimSuffix(ref.ModelFile, ".gguf"), func(t *testing.T) {
-			b, f, _ := openFile(t, path(ref.ModelFile), backends.Options{Threads: 2})
+			b, f, _ := openFile(t, path(t, ref.ModelFile), backends.Options{Threads: 2})
 			tok, err := tokenizer.FromGGUF(f)
 			if err != nil {
 				t.Fatal(err)
