@@ -20,6 +20,10 @@ func gemvInterleaved(t DType, nb int, w, a []byte, out []float32) {
 		gemvQ5_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
 		return
 	}
+	if t == Q6_K {
+		gemvQ6_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
+		return
+	}
 	gemvQ4_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
 }
 
@@ -31,3 +35,6 @@ func gemvQ4_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
 
 //go:noescape
 func gemvQ5_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
+
+//go:noescape
+func gemvQ6_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
