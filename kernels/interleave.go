@@ -32,11 +32,18 @@ import (
 // layout of its scales, mins and low nibbles, then for m = 0..7 the high-bit
 // bytes 4m..4m+3 of rows 0..7 (32 bytes; bit 2k of byte l is the fifth bit
 // of the low nibble of byte l of chunk k, bit 2k+1 of its high nibble).
+//
+// Q6_K, 8 rows × one super-block = 1680 bytes (bytesQ6_Kx8, the file's
+// size): for c = 0..3 and m = 0..7 the low-bit bytes 32c+4m..32c+4m+3 of
+// rows 0..7 (256 bytes a c); for h = 0..1 and m = 0..7 the high-bit bytes
+// 32h+4m..32h+4m+3 of rows 0..7; for each of the 16 scales the 8 rows'
+// (8 bytes); then the 8 rows' d (halves).
 
 const (
 	bytesQ4_0x8 = 8 * bytesQ4_0
 	bytesQ4_Kx8 = 160 + 8*128
 	bytesQ5_Kx8 = bytesQ4_Kx8 + 8*32
+	bytesQ6_Kx8 = 8 * bytesQ6_K
 )
 
 // interleavedGroupBytes is the size of 8 packed rows' block of t, 0 where t has
@@ -49,6 +56,8 @@ func interleavedGroupBytes(t DType) int {
 		return bytesQ4_Kx8
 	case Q5_K:
 		return bytesQ5_Kx8
+	case Q6_K:
+		return bytesQ6_Kx8
 	}
 	return 0
 }
@@ -86,6 +95,8 @@ func Interleave(t DType, dst, w []byte, rows, cols int) {
 					interleaveQ4_0Row(blk, r, src)
 				case Q4_K:
 					interleaveQ4_KRow(blk, r, src)
+				case Q6_K:
+					interleaveQ6_KRow(blk, r, src)
 				default:
 					interleaveQ5_KRow(blk, r, src)
 				}
@@ -136,6 +147,25 @@ func interleaveQ5_KRow(blk []byte, r int, src []byte) {
 	for m := range 8 {
 		le.PutUint32(blk[bytesQ4_Kx8+32*m+4*r:], le.Uint32(src[16+4*m:]))
 	}
+}
+
+// interleaveQ6_KRow puts the Q6_K super-block src of row r into the 8-row
+// block blk.
+func interleaveQ6_KRow(blk []byte, r int, src []byte) {
+	for c := range 4 {
+		for m := range 8 {
+			le.PutUint32(blk[256*c+32*m+4*r:], le.Uint32(src[32*c+4*m:]))
+		}
+	}
+	for h := range 2 {
+		for m := range 8 {
+			le.PutUint32(blk[1024+256*h+32*m+4*r:], le.Uint32(src[128+32*h+4*m:]))
+		}
+	}
+	for s := range 16 {
+		blk[1536+8*s+r] = src[192+s]
+	}
+	copy(blk[1664+2*r:1664+2*r+2], src[208:210])
 }
 
 // MatVecInterleaved is MatVec of a matrix of type t interleaved by Interleave: out[r] is, to
@@ -242,13 +272,15 @@ func (j *interleavedJob) Do(task, _ int) {
 
 // gemvInterleavedGeneric sets out[8g+r] for the groups of 8 packed rows of type
 // t in w against the activations a (Q4_0: the blocked kernels' Q8_0 row
-// with its side table; Q4_K and Q5_K: the Q8_K row).
+// with its side table; the K-quants: the Q8_K row).
 func gemvInterleavedGeneric(t DType, nb int, w, a []byte, out []float32) {
 	switch t {
 	case Q4_0:
 		gemvQ4_0InterleavedGeneric(nb, w, a, out)
 	case Q4_K:
 		gemvQ4_KInterleavedGeneric(nb, w, a, out)
+	case Q6_K:
+		gemvQ6_KInterleavedGeneric(nb, w, a, out)
 	default:
 		gemvQ5_KInterleavedGeneric(nb, w, a, out)
 	}
@@ -355,6 +387,39 @@ func gemvQ5_KInterleavedGeneric(nb int, w, a []byte, out []float32) {
 				accumulate8(&acc, dy*halfAt(blk, 2*r), &sums)
 			}
 			out[8*g+r] = hsum8(&acc) + summs
+		}
+	}
+}
+
+// gemvQ6_KInterleavedGeneric sets out[8g+r] for the groups of 8 packed Q6_K
+// rows in w against the Q8_K row a: the pure-Go twin of gemvQ6_KP8AVX2,
+// rounding as vecDotQ6_K (8 lanes of scaled sums of 4 products, then
+// hsum8).
+func gemvQ6_KInterleavedGeneric(nb int, w, a []byte, out []float32) {
+	for g := range len(out) / 8 {
+		for r := range 8 {
+			var acc [8]float32
+			for b := range nb {
+				blk := w[(g*nb+b)*bytesQ6_Kx8:][:bytesQ6_Kx8]
+				y := a[b*bytesQ8_K:][:bytesQ8_K]
+				var sums [8]int32
+				for j := range 8 { // the run of weights 32j..32j+31
+					h, i := j/4, j%4
+					c, shift := 2*h+i%2, uint(4*(i/2))
+					for m := range 8 {
+						ql := blk[256*c+32*m+4*r:][:4]
+						qh := blk[1024+256*h+32*m+4*r:][:4]
+						var s int32
+						for l := range 4 {
+							q := int32(ql[l]>>shift&0xf|(qh[l]>>(2*i)&3)<<4) - 32
+							s += q * int32(int8(y[4+32*j+4*m+l]))
+						}
+						sums[m] += int32(int8(blk[1536+8*(2*j+m/4)+r])) * s
+					}
+				}
+				accumulate8(&acc, q8K(y)*halfAt(blk, 1664+2*r), &sums)
+			}
+			out[8*g+r] = hsum8(&acc)
 		}
 	}
 }

@@ -20,6 +20,19 @@ func gemvInterleaved(t DType, nb int, w, a []byte, out []float32) {
 		gemvQ5_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
 		return
 	}
+	if t == Q6_K {
+		g := 0
+		if vnni && groups >= 2 {
+			// The one-token tile of the batched kernel: 16 rows a register
+			// take a third of the AVX2 kernel's instructions a weight.
+			gemmQ6_KP16VNNI(nb, &w[0], &a[0], 0, &out[0], 0, groups/2, 1)
+			g = groups / 2 * 2
+		}
+		if g < groups {
+			gemvQ6_KP8AVX2(nb, &w[g*nb*bytesQ6_Kx8], &a[0], &out[8*g], groups-g)
+		}
+		return
+	}
 	gemvQ4_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
 }
 
@@ -31,3 +44,6 @@ func gemvQ4_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
 
 //go:noescape
 func gemvQ5_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
+
+//go:noescape
+func gemvQ6_KP8AVX2(nb int, w, a *byte, out *float32, groups int)

@@ -34,16 +34,19 @@ func gemmQ4_0P8AVX2(nb int, w, a *byte, aStride int, out *float32, outStride int
 //go:noescape
 func gemmQ4_0P16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride int, pairs, nt int)
 
-// gemmKInterleaved is gemmInterleaved of Q4_K and Q5_K: pairs of groups
+// gemmKInterleaved is gemmInterleaved of the K-quants: pairs of groups
 // with AVX-512 VNNI, the rest with the one-token kernel per token.
 func gemmKInterleaved(t DType, nb int, w, a []byte, aStride int, out []float32, outStride, groups, nt int) {
 	_ = a[(nt-1)*aStride+nb*bytesQ8_K-1]
 	_ = out[(nt-1)*outStride+8*groups-1]
 	g := 0
 	if vnni && groups >= 2 {
-		if t == Q4_K {
+		switch t {
+		case Q4_K:
 			gemmQ4_KP16VNNI(nb, &w[0], &a[0], aStride, &out[0], outStride, groups/2, nt)
-		} else {
+		case Q6_K:
+			gemmQ6_KP16VNNI(nb, &w[0], &a[0], aStride, &out[0], outStride, groups/2, nt)
+		default:
 			gemmQ5_KP16VNNI(nb, &w[0], &a[0], aStride, &out[0], outStride, groups/2, nt)
 		}
 		g = groups / 2 * 2
@@ -62,3 +65,6 @@ func gemmQ4_KP16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride in
 
 //go:noescape
 func gemmQ5_KP16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride int, pairs, nt int)
+
+//go:noescape
+func gemmQ6_KP16VNNI(nb int, w, a *byte, aStride int, out *float32, outStride int, pairs, nt int)

@@ -422,9 +422,11 @@ func TestRepackDecodesTheSame(t *testing.T) {
 		synthModel("tiny", "Q4_0", 0),
 		synthModel("tiny", "Q4_K_M", 0),
 		synthModel("tiny", "Q5_K_M", 0),
+		synthModel("tiny", "Q6_K", 0),
 		sharedModel(0, "models", "mini", "mini-llama-Q4_0.gguf"),
 		sharedModel(0, "models", "mini", "mini-llama-Q4_K_M.gguf"),
 		sharedModel(0, "models", "mini", "mini-llama-Q5_K_M.gguf"),
+		sharedModel(0, "models", "mini", "mini-llama-Q6_K.gguf"),
 	} {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/%dthreads", m.name, threads), func(t *testing.T) {

@@ -353,7 +353,7 @@ func (w *weights) stacks() []*stack {
 const hugePage = 2 << 20
 
 // repack gives every matrix of a format with a packed layout (Q4_0, Q4_K,
-// Q5_K) a packed copy, spread over p: decode reads it with the packed
+// Q5_K, Q6_K) a packed copy, spread over p: decode reads it with the packed
 // mat-vec (kernels.MatVecInterleaved, about twice as fast on one thread as
 // MatVec)
 // and batches and prompts with the packed product
