@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -311,4 +312,120 @@ func TestSpecDecodeAllocatesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpecSampledDistribution: sampled requests keep the distribution they
+// have without drafts. stories260K continues a prompt that quotes its own
+// story and starts it again, so that prompt lookup drafts the second token
+// after the prompt (from the quote); over thousands of seeded choices the
+// pairs of the first two tokens follow the exact distribution (computed
+// from the model's logits and the sampler's chain, penalties and bias
+// included) by a chi-square test, with drafts as without. The drafts must
+// have been both kept and rejected.
+func TestSpecSampledDistribution(t *testing.T) {
+	b := openStories(t)
+	vocab := b.Model().VocabSize
+	story := parseIDs(storiesGreedy)
+	prompt := slices.Concat([]tokenizer.ID{1}, story, story[:6])
+	logitsAfter := func(toks []tokenizer.ID) []float32 {
+		seq, err := b.NewSequence(backends.SequenceOptions{MaxLen: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer seq.Close()
+		l := make([]float32, vocab)
+		if err := b.Forward([]backends.Step{{Seq: seq, Tokens: toks, Logits: l}}); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// post is the distribution a sampler of p draws from after history.
+	post := func(p backends.Params, l []float32, history ...tokenizer.ID) []float64 {
+		s := backends.NewSampler(p, vocab)
+		for _, h := range history {
+			s.Accept(h)
+		}
+		out := make([]float64, vocab)
+		for id := range out {
+			lp, _ := s.PostLogprobs(l, tokenizer.ID(id), 0, nil)
+			out[id] = math.Exp(float64(lp))
+		}
+		return out
+	}
+	const draws, perRequest = 4000, 100
+	for _, c := range []struct {
+		name string
+		p    backends.Params
+	}{
+		{"T=2", backends.Params{Temperature: 2}},
+		{"chain", backends.Params{Temperature: 2, TopK: 20, MinP: 0.001, RepeatPenalty: 1.2,
+			PresencePenalty: 0.2, LogitBias: map[tokenizer.ID]float32{story[7]: -0.5}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The exact distribution of the first two tokens.
+			p1 := post(c.p, logitsAfter(prompt))
+			exact := map[[2]tokenizer.ID]float64{}
+			for t1, q1 := range p1 {
+				if q1 < 1e-3 {
+					continue
+				}
+				p2 := post(c.p, logitsAfter(slices.Concat(prompt, []tokenizer.ID{tokenizer.ID(t1)})), tokenizer.ID(t1))
+				for t2, q2 := range p2 {
+					if q := q1 * q2; q*draws >= 5 {
+						exact[[2]tokenizer.ID{tokenizer.ID(t1), tokenizer.ID(t2)}] = q
+					}
+				}
+			}
+			for _, src := range []backends.SpecSource{backends.SpecOff, backends.SpecNgram} {
+				e := newEngine(t, b, backends.EngineOptions{Parallel: 8, MaxLen: 128, Spec: backends.SpecOptions{Source: src, Max: 4}})
+				counts := map[[2]tokenizer.ID]int{}
+				for r := range draws / perRequest {
+					p := c.p
+					p.Seed = seedOf(int64(1000 + r*perRequest))
+					s := submit(t, e, backends.Request{Prompt: prompt, MaxTokens: 3, N: perRequest, Sampling: p, TopLogprobs: -1})
+					for _, res := range collect(t, s, perRequest) {
+						if res.err != nil || len(res.tokens) < 2 {
+							t.Fatalf("choice: %v, %d tokens", res.err, len(res.tokens))
+						}
+						counts[[2]tokenizer.ID{res.tokens[0].ID, res.tokens[1].ID}]++
+					}
+				}
+				// Chi-square over the pairs expected 5 times or more and
+				// the rest pooled.
+				var x, rest float64
+				seen := 0
+				for k, q := range exact {
+					e := q * draws
+					o := float64(counts[k])
+					x += (o - e) * (o - e) / e
+					rest += q
+					seen += counts[k]
+				}
+				eo := (1 - rest) * draws
+				oo := float64(draws - seen)
+				if eo > 0 {
+					x += (oo - eo) * (oo - eo) / eo
+				}
+				z := chiSquareZ(x, len(exact))
+				st := e.Stats()
+				t.Logf("%v: chi-square %.1f over %d cells (z %.2f); %d drafted, %d accepted", src, x, len(exact)+1, z, st.SpecDrafted, st.SpecAccepted)
+				if z > 4 {
+					t.Errorf("%v: the first two tokens do not follow the distribution: chi-square %.1f, %d degrees of freedom", src, x, len(exact))
+				}
+				if src != backends.SpecOff && (st.SpecAccepted == 0 || st.SpecAccepted == st.SpecDrafted) {
+					t.Errorf("%v: %d drafted, %d accepted: drafts were not verified both ways", src, st.SpecDrafted, st.SpecAccepted)
+				}
+				e.Close()
+			}
+		})
+	}
+}
+
+func seedOf(v int64) *int64 { return &v }
+
+// chiSquareZ is the Wilson–Hilferty normal deviate of a chi-square
+// statistic x with df degrees of freedom: above 4 has probability 3e-5.
+func chiSquareZ(x float64, df int) float64 {
+	k := float64(df)
+	return (math.Cbrt(x/k) - (1 - 2/(9*k))) / math.Sqrt(2/(9*k))
 }
