@@ -181,6 +181,11 @@ type Token struct {
 	// Top are the Request.TopLogprobs most likely tokens, most likely first;
 	// a fresh slice the receiver may keep.
 	Top []TokenLogprob
+	// Drafted and Accepted count, up to this token, the tokens
+	// speculative decoding drafted for the choice and those of them it
+	// generated (this one included), so that a consumer that stops
+	// reading (at a stop string) knows what its tokens cost.
+	Drafted, Accepted int
 }
 
 // Event is one step of one choice of a stream.

@@ -247,8 +247,6 @@ func (sp *specState) update(n, acc int) {
 	if n == 0 {
 		return
 	}
-	sp.drafted += n
-	sp.accepted += acc
 	switch {
 	case acc == n:
 		sp.k = min(max(2*sp.k, n+1), sp.max)

@@ -39,6 +39,9 @@ func (e *Engine) sampleRow(s *slot, row []float32, draft tokenizer.ID) (id token
 	}
 	if draft >= 0 {
 		id, accepted = s.sampler.Verify(row, draft)
+		if accepted {
+			s.spec.accepted++
+		}
 	} else {
 		id = s.sampler.Sample(row)
 	}
@@ -51,6 +54,7 @@ func (e *Engine) sampleRow(s *slot, row []float32, draft tokenizer.ID) (id token
 	tok := &s.block[0]
 	s.block = s.block[1:]
 	tok.ID = id
+	tok.Drafted, tok.Accepted = s.spec.drafted, s.spec.accepted
 	if r.top >= 0 {
 		var top []TokenLogprob
 		if r.top > 0 {
@@ -89,6 +93,7 @@ func (e *Engine) verify(s *slot, st *Step) {
 	vocab := e.info.VocabSize
 	n := st.Draft
 	base := s.seq.Len() - len(st.Tokens)
+	s.spec.drafted += n
 	rows, acc := 0, 0
 	var id tokenizer.ID
 	reason := ""

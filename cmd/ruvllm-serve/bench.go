@@ -18,6 +18,7 @@ import (
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 func init() {
@@ -43,7 +44,7 @@ type benchResult struct {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--json]")
+	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--spec ngram|suffix|draft [--draft M.gguf] [--prompt TEXT] [--temp T --seed S]] [--json]")
 	src := addModelFlags(fs)
 	bf := addBackendFlags(fs, false)
 	kf := addKVFlags(fs, defaultToolKV)
@@ -61,6 +62,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	turnTokens := fs.Int("turn-tokens", 150, "with --prefix-reuse: new tokens per turn")
 	trainWhile := fs.String("train-while", "", "with --concurrency: time the C streams also while a MicroLoRA trainer learns this preference set's pairs, in alternation (-r times each)")
 	microCPU := fs.Float64("micro-lora-cpu", 0.25, "with --train-while: the trainer's share of one core")
+	sf := addSpecFlags(fs, "off")
+	specPrompt := fs.String("prompt", "", "with --spec: the prompt of the A/B generations (text, tokenized as generate does; default: 16 random tokens per stream)")
+	temp := fs.Float64("temp", 0, "with --spec: the sampling temperature of the A/B generations (0: greedy)")
+	seed := fs.Int64("seed", 1, "with --spec and --temp: the seed of stream i is this + i")
 	if _, err := fs.parse(args, stdout); err != nil {
 		return err
 	}
@@ -99,6 +104,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if err := kf.check(); err != nil {
 		return err
 	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	if p := (backends.Params{Temperature: float32(*temp)}); p.Validate() != nil {
+		return fmt.Errorf("%w: --temp %v", errUsage, *temp)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
@@ -114,6 +125,12 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var results []benchResult
 	var conc []concurrencyResult
 	var turns []prefixTurn
+	var specs []specResult
+	var prompt []tokenizer.ID
+	if *specPrompt != "" {
+		prompt = session.EncodePrompt(m.Tokenizer, *specPrompt)
+	}
+	specOn := sf.sourceName() != "off"
 	// One KV pool serves every test: room for the longest prompt, the
 	// concurrent streams and the whole chat.
 	kvTokens := m.Config.ContextLength
@@ -196,6 +213,43 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			}
 			printTrainWhile(stdout, tw)
 		}
+		if specOn {
+			dm, db, err := sf.openDraft(m, b.Threads(), kvTokens)
+			if err != nil {
+				b.Close()
+				return err
+			}
+			streams := []int{1}
+			if *concurrency > 1 {
+				streams = append(streams, *concurrency)
+			}
+			for _, n := range nList {
+				for _, c := range streams {
+					if n == 0 {
+						continue
+					}
+					r := specResult{Test: fmt.Sprintf("tg%d", n), Spec: sf.sourceName(), Streams: c, Gen: n, Threads: b.Threads(), Temp: *temp}
+					p := backends.Params{Temperature: float32(*temp), Seed: seed}
+					r, err = benchSpecAB(ctx, b, kf.precision, sf.options(db), prompt, p, *reps, r)
+					if err != nil {
+						break
+					}
+					specs = append(specs, r)
+					if !*asJSON {
+						fmt.Fprintf(stderr, "%s: %s x%d spec %s: %.2f against %.2f tokens/s off (%.2fx), accept_rate %.2f\n",
+							m.ID(), r.Test, c, r.Spec, r.TokensPerS, r.OffTokensPerS, r.Speedup, r.AcceptRate)
+					}
+				}
+			}
+			if db != nil {
+				db.Close()
+				dm.Close()
+			}
+			if err != nil {
+				b.Close()
+				return err
+			}
+		}
 		if *prefixReuse {
 			t, err := benchPrefixReuse(ctx, b, kf.precision, 6, *turnTokens, 16)
 			if err != nil {
@@ -209,10 +263,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if conc == nil && turns == nil {
+		if conc == nil && turns == nil && specs == nil {
 			return enc.Encode(results)
 		}
-		return enc.Encode(map[string]any{"tests": results, "concurrency": conc, "prefix_reuse": turns})
+		return enc.Encode(map[string]any{"tests": results, "concurrency": conc, "prefix_reuse": turns, "speculative": specs})
 	}
 	if len(results) > 0 {
 		// The pool's figure after the last test (the largest context,
@@ -236,6 +290,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(turns) > 0 {
 		fmt.Fprintln(stdout)
 		printPrefixTurns(stdout, turns)
+	}
+	if len(specs) > 0 {
+		printSpecResults(stdout, specs)
 	}
 	return nil
 }

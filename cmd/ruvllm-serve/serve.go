@@ -69,6 +69,7 @@ type serveConfig struct {
 	kvMemory        int64
 	chatTemplate    string
 	kv              *kvFlags
+	spec            *specFlags
 	store           string
 	storeMax        int64
 	// responseStore is the directory of the Responses API's stored
@@ -244,6 +245,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.reasoningBudget, "reasoning-budget", -1, "0 turns thinking off unless a request turns it on (the template's enable_thinking false, a think block it opens closed); -1 leaves it to the template and the request")
 	fs.StringVar(&c.chatTemplate, "chat-template", "", "chat template of every model without its own in --config: a built-in name (llama.cpp's: chatml, llama3, mistral-v7, command-r, ...), a .jinja file, or the Jinja text itself; default: the model's")
 	c.kv = addKVFlags(fs, defaultServeKV)
+	c.spec = addSpecFlags(fs, defaultSpec)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
 	c.storeMax = defaultStoreMax
 	fs.Func("store-max", "most disk each model's --store takes, as 20GiB (least recently used blocks are evicted)", func(v string) error {
@@ -343,6 +345,9 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
 	if err := c.kv.check(); err != nil {
+		return nil, err
+	}
+	if err := c.spec.check(); err != nil {
 		return nil, err
 	}
 	if c.llama.nPredict < -1 {

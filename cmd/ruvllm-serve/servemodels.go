@@ -195,6 +195,11 @@ type servedModel struct {
 	opt       backends.Options
 	engineOpt backends.EngineOptions
 	bf        *backendFlags
+	// draft is the --draft model, whose backend each load opens beside
+	// the model's; nil without one.
+	draft *models.Model
+	// draftThreads are --threads-draft (0: the model's threads).
+	draftThreads int
 }
 
 // close closes the model's file; the server has unloaded its engine.
@@ -207,6 +212,9 @@ func (s *servedModel) close() {
 	if s.model != nil {
 		s.model.Close()
 	}
+	if s.draft != nil {
+		s.draft.Close()
+	}
 }
 
 // loadedEngine is a model's engine with the backend under it; closing it
@@ -216,10 +224,14 @@ type loadedEngine struct {
 	*backends.Engine
 	backend backends.Backend
 	file    *models.Model
+	draft   backends.Backend // nil without a draft model
 }
 
 func (e *loadedEngine) Close() error {
 	e.Engine.Close()
+	if e.draft != nil {
+		e.draft.Close()
+	}
 	err := e.backend.Close()
 	e.file.File.ReleasePages()
 	return err
@@ -232,8 +244,27 @@ func (s *servedModel) load() (session.LoadedEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := backends.NewEngine(b, s.engineOpt)
+	eo := s.engineOpt
+	var draft backends.Backend
+	if s.draft != nil {
+		threads := s.opt.Threads
+		if s.bf.threads != nil {
+			threads = *s.bf.threads
+		}
+		if s.draftThreads > 0 {
+			threads = s.draftThreads
+		}
+		if draft, err = backends.Open(backends.DefaultBackend, s.draft, backends.Options{Threads: threads, KVTokens: s.opt.KVTokens}); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("draft model: %w", err)
+		}
+		eo.Spec.Draft = draft
+	}
+	eng, err := backends.NewEngine(b, eo)
 	if err != nil {
+		if draft != nil {
+			draft.Close()
+		}
 		b.Close()
 		return nil, err
 	}
@@ -243,7 +274,7 @@ func (s *servedModel) load() (session.LoadedEngine, error) {
 	}
 	logger.Info().Str("model", s.api.ID).Str("backend", backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
 		Int64("kv_bytes", eng.Stats().KVBytes).Dur("took_ms", time.Since(start)).Msg("model loaded")
-	return &loadedEngine{Engine: eng, backend: b, file: s.model}, nil
+	return &loadedEngine{Engine: eng, backend: b, file: s.model, draft: draft}, nil
 }
 
 // loadServeModels opens the models' files one after the other (pulling
@@ -368,6 +399,16 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 		Batch:     c.batch,
 		KV:        kv,
 		IsEOG:     tok.IsEOG,
+		Spec:      c.spec.options(nil),
+	}
+	if c.spec.draft != "" {
+		if s.draft, err = models.Load(c.spec.draft, models.LoadOptions{Logger: logger}); err != nil {
+			return nil, fmt.Errorf("--draft: %w", err)
+		}
+		s.draftThreads = c.spec.threads
+		if err := sameVocab(s.model, s.draft); err != nil {
+			return nil, fmt.Errorf("%w: --draft %s for %s: %v", errUsage, c.spec.draft, path, err)
+		}
 	}
 	id := spec.name
 	if id == "" {
