@@ -24,6 +24,9 @@ import (
 // Error codes of the feedback route.
 const (
 	codeFeedbackOff = "feedback_disabled"
+	// codeAdapterLimit: feedback named a new adapter when the server has
+	// as many as feedback may create.
+	codeAdapterLimit = "adapter_limit_reached"
 )
 
 // feedbackResponse answers an accepted feedback.
@@ -74,6 +77,8 @@ func feedbackError(err error) error {
 		return &session.Error{Status: http.StatusBadRequest, Type: session.TypeInvalidRequest, Code: session.CodeInvalidValue, Message: err.Error()}
 	case errors.Is(err, session.ErrFeedbackConflict), errors.Is(err, lora.ErrExists):
 		return e(http.StatusConflict, session.TypeInvalidRequest, codeAdapterExists)
+	case errors.Is(err, session.ErrFeedbackLimit):
+		return e(http.StatusConflict, session.TypeInvalidRequest, codeAdapterLimit)
 	case errors.Is(err, session.ErrFeedbackBusy):
 		return &session.Error{Status: http.StatusTooManyRequests, Type: session.TypeRateLimit, Code: session.CodeQueueFull, RetryAfter: 1, Message: err.Error()}
 	}

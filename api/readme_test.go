@@ -1,12 +1,13 @@
 package api
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 )
 
 // TestReadmeExamples runs the README's curl examples as they are pasted
@@ -116,24 +117,8 @@ func shellWords(s string) ([]string, error) {
 // Content-Type (a form) unless a header says otherwise.
 func doRaw(t *testing.T, method, url, body string, header ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		header = append([]string{"Content-Type", "application/x-www-form-urlencoded"}, header...)
 	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return httpcheck.Do(t, method, url, body, header...)
 }

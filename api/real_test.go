@@ -3,7 +3,9 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	_ "github.com/ruvllm/ruvllm/backends/native" // opened by name
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/lora"
@@ -71,6 +74,11 @@ type realOptions struct {
 	template string
 	// maxLen is each sequence's context (0: 512).
 	maxLen int
+	// builtin, when set, names a built-in template (llama.cpp's names) to
+	// render chats with instead of the model's.
+	builtin string
+	// verbose is Options.Verbose.
+	verbose bool
 }
 
 func startRealServer(t *testing.T, o realOptions) *realServer {
@@ -109,6 +117,17 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 		}
 		am.Chat = templateChat{tmpl}
 	}
+	if o.builtin != "" {
+		src, ok := chat.Builtin(o.builtin)
+		if !ok {
+			t.Fatalf("no built-in template %q", o.builtin)
+		}
+		tmpl, err := chat.Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		am.Chat = templateChat{tmpl}
+	}
 	if o.wrap != nil {
 		am.Engine = o.wrap(eng)
 	}
@@ -119,7 +138,7 @@ func startRealServer(t *testing.T, o realOptions) *realServer {
 			t.Fatal(err)
 		}
 	}
-	s := New(Options{Version: "test-version"})
+	s := New(Options{Version: "test-version", Verbose: o.verbose})
 	if err := s.AddModel(am); err != nil {
 		t.Fatal(err)
 	}
@@ -434,6 +453,57 @@ func TestRealDefaultMaxTokens(t *testing.T) {
 		}
 	default:
 		t.Errorf("finish %q", r.Choices[0].FinishReason)
+	}
+}
+
+// TestRealVerbosePrompt checks llama-server's __verbose object against
+// the prompts its own test suite (tools/server/tests/unit/
+// test_chat_completion.py) expects of stories260K with the llama3 template:
+// the prompt as the model read it, BOS and special tokens written.
+func TestRealVerbosePrompt(t *testing.T) {
+	const head = "<s> <|start_header_id|>system<|end_header_id|>\n\nBook<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" +
+		"What is the best book<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+	chatBody := func(extra string) string {
+		return `{"max_tokens":8,"messages":[{"role":"system","content":"Book"},{"role":"user","content":"What is the best book"}` + extra + `]}`
+	}
+	for _, verbose := range []bool{true, false} {
+		rs := startRealServer(t, realOptions{stories: true, parallel: 1, builtin: "llama3", verbose: verbose})
+		for _, tc := range []struct {
+			name, route, body, want string
+		}{
+			{"chat", "/chat/completions", chatBody(""), head},
+			{"assistant prefill", "/v1/chat/completions", chatBody(`,{"role":"assistant","content":"Whill"}`), head + "Whill"},
+			{"prefill in parts", "/v1/chat/completions", chatBody(`,{"role":"assistant","content":[{"type":"text","text":"Wh"},{"type":"text","text":"ill"}]}`), head + "Whill"},
+			{"text completion", "/v1/completions", `{"max_tokens":4,"prompt":"Once upon a time"}`, "<s> Once upon a time"},
+		} {
+			t.Run(fmt.Sprintf("%s/verbose=%v", tc.name, verbose), func(t *testing.T) {
+				var resp struct {
+					Verbose *struct {
+						Prompt          string `json:"prompt"`
+						Content         string `json:"content"`
+						TokensPredicted int    `json:"tokens_predicted"`
+					} `json:"__verbose"`
+				}
+				res, body := httpcheck.Do(t, "POST", rs.URL+tc.route, tc.body, "Content-Type", "application/json")
+				if res.StatusCode != 200 {
+					t.Fatalf("status %d: %s", res.StatusCode, body)
+				}
+				if err := json.Unmarshal(body, &resp); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case !verbose && resp.Verbose != nil:
+					t.Fatalf("__verbose without Verbose: %+v", resp.Verbose)
+				case !verbose:
+				case resp.Verbose == nil:
+					t.Fatal("no __verbose")
+				case resp.Verbose.Prompt != tc.want:
+					t.Fatalf("prompt %q, want %q", resp.Verbose.Prompt, tc.want)
+				case resp.Verbose.TokensPredicted == 0 || resp.Verbose.Content == "":
+					t.Fatalf("verbose %+v", resp.Verbose)
+				}
+			})
+		}
 	}
 }
 

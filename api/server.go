@@ -108,6 +108,9 @@ type Options struct {
 	// NoWebUI turns off the chat page at / (llama-server's --no-webui),
 	// for a server that only clients talk to.
 	NoWebUI bool
+	// Verbose adds llama-server's "__verbose" object (the prompt as the
+	// model read it) to whole chat and text completions, as its --verbose.
+	Verbose bool
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout when it is 0.
@@ -159,7 +162,7 @@ func New(o Options) *Server {
 		OnModelUnload: func(why string) { s.metrics.modelUnloads.WithLabelValues(why).Inc() },
 		OnGeneration:  s.account,
 	})
-	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure,
+	s.openai = &openai.API{Models: s.models, Version: o.Version, OnFailure: s.logFailure, Verbose: o.Verbose,
 		OnTokens: func(r *http.Request, n int) { info(r.Context()).promptTokens = n }}
 	store := o.ResponseStore
 	if store == nil {

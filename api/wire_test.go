@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	wire "github.com/ruvllm/ruvllm/api/openai"
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -21,26 +21,7 @@ import (
 // do sends a request and returns the response with its body read.
 func do(t *testing.T, method, url, body string, header ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return httpcheck.Do(t, method, url, body, header...)
 }
 
 func decode[T any](t *testing.T, b []byte) T {

@@ -52,9 +52,10 @@ type Options struct {
 	// calibration. 0 means the level the file was calibrated for.
 	Sparsity float64
 	// NoRepack keeps only the file's layout of the weights. By default a
-	// backend may also keep a copy of some weight formats in a layout its
-	// one-token (decode) kernels run faster on (native: Q4_0 and Q4_K, rows
-	// packed 8 at a time), which costs that copy's memory, and may lay out
+	// backend may copy some weight formats into a layout its kernels run
+	// faster on (native: Q4_0, Q4_K and Q5_K, rows packed 8 at a time, which
+	// decode, batches and prompts all read, the file's pages of those
+	// matrices then dropped from memory), and may lay out
 	// again the matrices of a sparsified file that share an input (native:
 	// q, k, v and gate, up stacked into one, in place of the file's pages).
 	NoRepack bool

@@ -21,15 +21,22 @@ import (
 // Q4_0, 8 rows × one block = 144 bytes (bytesQ4_0x8): the 8 rows' scales as
 // halves, then for k = 0..3 the nibble bytes 4k..4k+3 of rows 0..7.
 //
-// Q4_K, 8 rows × one super-block = 1248 bytes (bytesQ4_Kx8): the 8 d, the 8
-// dmin (halves); for each sub-block j = 0..7 the 8 rows' six-bit scales,
-// each twice (16 bytes: the word multipliers of VPMADDWD); for each pair
-// i = 0..3 the 8 rows' mins 2i and 2i+1 (16 bytes); then for k = 0..3 and
-// m = 0..7 the nibble bytes 32k+4m..32k+4m+3 of rows 0..7 (32 bytes).
+// Q4_K, 8 rows × one super-block = 1184 bytes (bytesQ4_Kx8): the 8 d, the 8
+// dmin (halves); for each sub-block j = 0..7 the 8 rows' six-bit scales (8
+// bytes; the kernels widen each to the word pair that VPMADDWD multiplies
+// by); for each pair i = 0..3 the 8 rows' mins 2i and 2i+1 (16 bytes); then
+// for k = 0..3 and m = 0..7 the nibble bytes 32k+4m..32k+4m+3 of rows 0..7
+// (32 bytes). The copy is 1184/1152 of the file's bytes.
+//
+// Q5_K, 8 rows × one super-block = 1440 bytes (bytesQ5_Kx8): the Q4_K
+// layout of its scales, mins and low nibbles, then for m = 0..7 the high-bit
+// bytes 4m..4m+3 of rows 0..7 (32 bytes; bit 2k of byte l is the fifth bit
+// of the low nibble of byte l of chunk k, bit 2k+1 of its high nibble).
 
 const (
 	bytesQ4_0x8 = 8 * bytesQ4_0
-	bytesQ4_Kx8 = 224 + 8*128
+	bytesQ4_Kx8 = 160 + 8*128
+	bytesQ5_Kx8 = bytesQ4_Kx8 + 8*32
 )
 
 // interleavedGroupBytes is the size of 8 packed rows' block of t, 0 where t has
@@ -40,6 +47,8 @@ func interleavedGroupBytes(t DType) int {
 		return bytesQ4_0x8
 	case Q4_K:
 		return bytesQ4_Kx8
+	case Q5_K:
+		return bytesQ5_Kx8
 	}
 	return 0
 }
@@ -72,10 +81,13 @@ func Interleave(t DType, dst, w []byte, rows, cols int) {
 			blk := dst[(g*nb+b)*gb:][:gb]
 			for r := range 8 {
 				src := w[(8*g+r)*rb+b*t.BlockBytes():][:t.BlockBytes()]
-				if t == Q4_0 {
+				switch t {
+				case Q4_0:
 					interleaveQ4_0Row(blk, r, src)
-				} else {
+				case Q4_K:
 					interleaveQ4_KRow(blk, r, src)
+				default:
+					interleaveQ5_KRow(blk, r, src)
 				}
 			}
 		}
@@ -99,16 +111,30 @@ func interleaveQ4_KRow(blk []byte, r int, src []byte) {
 	var mins [8]uint8
 	for j := range 8 {
 		sc, m := scaleMinK4(j, src[4:16])
-		blk[32+16*j+2*r], blk[32+16*j+2*r+1] = sc, sc
+		blk[32+8*j+r] = sc
 		mins[j] = m
 	}
 	for i := range 4 {
-		blk[160+16*i+2*r], blk[160+16*i+2*r+1] = mins[2*i], mins[2*i+1]
+		blk[96+16*i+2*r], blk[96+16*i+2*r+1] = mins[2*i], mins[2*i+1]
 	}
 	for k := range 4 {
 		for m := range 8 {
-			le.PutUint32(blk[224+256*k+32*m+4*r:], le.Uint32(src[16+32*k+4*m:]))
+			le.PutUint32(blk[160+256*k+32*m+4*r:], le.Uint32(src[16+32*k+4*m:]))
 		}
+	}
+}
+
+// interleaveQ5_KRow puts the Q5_K super-block src of row r into the 8-row
+// block blk: its d, dmin, scales and mins and low nibbles as Q4_K's (whose
+// super-block is Q5_K's without the 32 high-bit bytes at 16), then its high
+// bits.
+func interleaveQ5_KRow(blk []byte, r int, src []byte) {
+	var q4 [bytesQ4_K]byte
+	copy(q4[:16], src[:16])
+	copy(q4[16:], src[48:])
+	interleaveQ4_KRow(blk, r, q4[:])
+	for m := range 8 {
+		le.PutUint32(blk[bytesQ4_Kx8+32*m+4*r:], le.Uint32(src[16+4*m:]))
 	}
 }
 
@@ -216,12 +242,15 @@ func (j *interleavedJob) Do(task, _ int) {
 
 // gemvInterleavedGeneric sets out[8g+r] for the groups of 8 packed rows of type
 // t in w against the activations a (Q4_0: the blocked kernels' Q8_0 row
-// with its side table; Q4_K: the Q8_K row).
+// with its side table; Q4_K and Q5_K: the Q8_K row).
 func gemvInterleavedGeneric(t DType, nb int, w, a []byte, out []float32) {
-	if t == Q4_0 {
+	switch t {
+	case Q4_0:
 		gemvQ4_0InterleavedGeneric(nb, w, a, out)
-	} else {
+	case Q4_K:
 		gemvQ4_KInterleavedGeneric(nb, w, a, out)
+	default:
+		gemvQ5_KInterleavedGeneric(nb, w, a, out)
 	}
 }
 
@@ -268,25 +297,64 @@ func gemvQ4_KInterleavedGeneric(nb int, w, a []byte, out []float32) {
 				dy := q8K(y)
 				dmin := -dy * halfAt(blk, 16+2*r)
 				for i := range accM {
-					m0, m1 := int32(blk[160+16*i+2*r]), int32(blk[160+16*i+2*r+1])
+					m0, m1 := int32(blk[96+16*i+2*r]), int32(blk[96+16*i+2*r+1])
 					v := m0*(bsum(y, 4*i)+bsum(y, 4*i+1)) + m1*(bsum(y, 4*i+2)+bsum(y, 4*i+3))
 					accM[i] = fmaf(dmin, float32(v), accM[i])
 				}
 				var sums [8]int32
 				for k := range 4 {
 					for m := range 8 {
-						q := blk[224+256*k+32*m+4*r:][:4]
+						q := blk[160+256*k+32*m+4*r:][:4]
 						var lo, hi int32
 						for i, v := range q {
 							lo += int32(v&0xf) * int32(int8(y[4+64*k+4*m+i]))
 							hi += int32(v>>4) * int32(int8(y[4+64*k+32+4*m+i]))
 						}
-						sums[m] += int32(blk[32+16*(2*k)+2*r])*lo + int32(blk[32+16*(2*k+1)+2*r])*hi
+						sums[m] += int32(blk[32+8*(2*k)+r])*lo + int32(blk[32+8*(2*k+1)+r])*hi
 					}
 				}
 				accumulate8(&acc, dy*halfAt(blk, 2*r), &sums)
 			}
 			out[8*g+r] = hsum8(&acc) + hsum4(&accM)
+		}
+	}
+}
+
+// gemvQ5_KInterleavedGeneric sets out[8g+r] for the groups of 8 packed Q5_K
+// rows in w against the Q8_K row a: the pure-Go twin of gemvQ5_KP8AVX2,
+// rounding as vecDotQ5_K (8 lanes of scaled sums of 4 products, then
+// hsum8, plus one min term per super-block).
+func gemvQ5_KInterleavedGeneric(nb int, w, a []byte, out []float32) {
+	for g := range len(out) / 8 {
+		for r := range 8 {
+			var acc [8]float32
+			var summs float32
+			for b := range nb {
+				blk := w[(g*nb+b)*bytesQ5_Kx8:][:bytesQ5_Kx8]
+				y := a[b*bytesQ8_K:][:bytesQ8_K]
+				dy := q8K(y)
+				var v [4]int32
+				for i := range v {
+					m0, m1 := int32(blk[96+16*i+2*r]), int32(blk[96+16*i+2*r+1])
+					v[i] = m0*(bsum(y, 4*i)+bsum(y, 4*i+1)) + m1*(bsum(y, 4*i+2)+bsum(y, 4*i+3))
+				}
+				summs = fmaf(float32((v[0]+v[1])+(v[2]+v[3])), -dy*halfAt(blk, 16+2*r), summs)
+				var sums [8]int32
+				for k := range 4 {
+					for m := range 8 {
+						q := blk[160+256*k+32*m+4*r:][:4]
+						qh := blk[bytesQ4_Kx8+32*m+4*r:][:4]
+						var lo, hi int32
+						for i, c := range q {
+							lo += int32(c&0xf|(qh[i]>>(2*k)&1)<<4) * int32(int8(y[4+64*k+4*m+i]))
+							hi += int32(c>>4|(qh[i]>>(2*k+1)&1)<<4) * int32(int8(y[4+64*k+32+4*m+i]))
+						}
+						sums[m] += int32(blk[32+8*(2*k)+r])*lo + int32(blk[32+8*(2*k+1)+r])*hi
+					}
+				}
+				accumulate8(&acc, dy*halfAt(blk, 2*r), &sums)
+			}
+			out[8*g+r] = hsum8(&acc) + summs
 		}
 	}
 }

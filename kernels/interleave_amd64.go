@@ -16,6 +16,10 @@ func gemvInterleaved(t DType, nb int, w, a []byte, out []float32) {
 		return
 	}
 	_ = a[nb*bytesQ8_K-1]
+	if t == Q5_K {
+		gemvQ5_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
+		return
+	}
 	gemvQ4_KP8AVX2(nb, &w[0], &a[0], &out[0], groups)
 }
 
@@ -24,3 +28,6 @@ func gemvQ4_0P8AVX2(nb int, w, a *byte, out *float32, groups int)
 
 //go:noescape
 func gemvQ4_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
+
+//go:noescape
+func gemvQ5_KP8AVX2(nb int, w, a *byte, out *float32, groups int)

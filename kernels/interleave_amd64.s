@@ -116,23 +116,28 @@ block:
 	VPMADDWD     Y9, Y11, Y11; \
 	VPADDD       Y11, Yi, Yi
 
-// PACKK_K adds sub-blocks 2k and 2k+1 (nibbles at 224+256k, activations at
-// 4+64k) to Y0-Y7, and asks for the same nibbles PACK_AHEAD bytes on.
+// PACKK_K adds sub-blocks 2k and 2k+1 (nibbles at 160+256k, activations at
+// 4+64k; scales at 32+16k and 40+16k, each byte widened to the word pair
+// sc, sc) to Y0-Y7, and asks for the same nibbles PACK_AHEAD bytes on.
 #define PACKK_K(k) \
+	PREFETCHT0 PACK_AHEAD+160+256*k(SI); \
 	PREFETCHT0 PACK_AHEAD+224+256*k(SI); \
 	PREFETCHT0 PACK_AHEAD+288+256*k(SI); \
 	PREFETCHT0 PACK_AHEAD+352+256*k(SI); \
-	PREFETCHT0 PACK_AHEAD+416+256*k(SI); \
-	VPMOVZXBW 32+32*k(SI), Y8; \
-	VPMOVZXBW 48+32*k(SI), Y9; \
-	PACKK_M(224+256*k, 4+64*k, Y0); \
-	PACKK_M(256+256*k, 8+64*k, Y1); \
-	PACKK_M(288+256*k, 12+64*k, Y2); \
-	PACKK_M(320+256*k, 16+64*k, Y3); \
-	PACKK_M(352+256*k, 20+64*k, Y4); \
-	PACKK_M(384+256*k, 24+64*k, Y5); \
-	PACKK_M(416+256*k, 28+64*k, Y6); \
-	PACKK_M(448+256*k, 32+64*k, Y7)
+	VPMOVZXBD 32+16*k(SI), Y8; \
+	VPSLLD    $16, Y8, Y10; \
+	VPOR      Y10, Y8, Y8; \
+	VPMOVZXBD 40+16*k(SI), Y9; \
+	VPSLLD    $16, Y9, Y10; \
+	VPOR      Y10, Y9, Y9; \
+	PACKK_M(160+256*k, 4+64*k, Y0); \
+	PACKK_M(192+256*k, 8+64*k, Y1); \
+	PACKK_M(224+256*k, 12+64*k, Y2); \
+	PACKK_M(256+256*k, 16+64*k, Y3); \
+	PACKK_M(288+256*k, 20+64*k, Y4); \
+	PACKK_M(320+256*k, 24+64*k, Y5); \
+	PACKK_M(352+256*k, 28+64*k, Y6); \
+	PACKK_M(384+256*k, 32+64*k, Y7)
 
 // PACKK_ACC adds d·float(Yi) to the float lane m on the stack (Y14: d).
 #define PACKK_ACC(m, Yi) \
@@ -144,7 +149,7 @@ block:
 // PACKK_MIN adds dmin·(m2i·P2i + m2i+1·P2i+1) to the min lane i (Y14:
 // -dy·dmin).
 #define PACKK_MIN(i) \
-	VPMOVZXBW    160+16*i(SI), Y10; \
+	VPMOVZXBW    96+16*i(SI), Y10; \
 	VPBROADCASTD (384+4*(i%2)+16*(i/2))(SP), Y11; \
 	VPMADDWD     Y11, Y10, Y10; \
 	VCVTDQ2PS    Y10, Y10; \
@@ -155,7 +160,7 @@ block:
 // func gemvQ4_KP8AVX2(nb int, w, a *byte, out *float32, groups int)
 //
 // out[8g+r] for the groups g < groups of 8 packed Q4_K rows at w (nb
-// super-blocks of 1248 bytes each) against the Q8_K row at a; nb ≥ 1,
+// super-blocks of 1184 bytes each) against the Q8_K row at a; nb ≥ 1,
 // groups ≥ 1.
 TEXT ·gemvQ4_KP8AVX2(SB), NOSPLIT, $416-40
 	MOVQ         nb+0(FP), CX
@@ -235,7 +240,7 @@ kblock:
 	PACKK_MIN(2)
 	PACKK_MIN(3)
 
-	ADDQ $1248, SI
+	ADDQ $1184, SI
 	ADDQ $292, DI
 	DECQ BX
 	JNZ  kblock

@@ -8,7 +8,7 @@ import (
 )
 
 // interleavedTypes are the formats with a packed layout.
-var interleavedTypes = []DType{Q4_0, Q4_K}
+var interleavedTypes = []DType{Q4_0, Q4_K, Q5_K}
 
 // TestMatVecInterleavedMatchesMatVec checks the packed mat-vec against MatVec of
 // the unpacked matrix (whose outputs equal the format's VecDot, itself

@@ -12,7 +12,7 @@ var matTypes = []DType{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
 
 // randMatrix quantizes a random (rows, cols) matrix to t and returns its bytes
 // and its dequantized values.
-func randMatrix(t *testing.T, r *rand.Rand, dt DType, rows, cols int) ([]byte, []float32) {
+func randMatrix(t testing.TB, r *rand.Rand, dt DType, rows, cols int) ([]byte, []float32) {
 	t.Helper()
 	tr, ok := TraitsOf(dt)
 	if !ok {

@@ -56,12 +56,13 @@ type Pool struct {
 
 	// Jobs of this package's own parallel kernels, kept here so that a call
 	// needs no allocation; guarded by mu.
-	mat    matJob
-	gemm   gemmJob
-	prep   prepJob
-	quan   quantJob
-	packed packedJob
-	inter  interleavedJob
+	mat     matJob
+	gemm    gemmJob
+	prep    prepJob
+	quan    quantJob
+	packed  packedJob
+	inter   interleavedJob
+	interMM interleavedMMJob
 }
 
 const (

@@ -124,6 +124,21 @@ type Training struct {
 	Updates  int64 `json:"updates"`
 	// Loss is the objective's loss at the last update.
 	Loss float64 `json:"loss"`
+	// State is the trainer's state beside the factors (its optimiser's
+	// moments, its penalty's anchor and Fisher estimate), saved with the
+	// adapter so that a restarted server continues training where it
+	// stopped rather than with a new optimiser; nil when not kept.
+	State *TrainState `json:"-"`
+}
+
+// TrainState is a trainer's state, which this package stores and reads
+// without interpreting it: named arrays and scalars. A GGUF file carries
+// them in its metadata (ruvllm.micro_lora.state.NAME, arrays of float32,
+// and ruvllm.micro_lora.scalar.NAME, float64), which other readers, such
+// as llama.cpp's --lora, ignore.
+type TrainState struct {
+	Arrays  map[string][]float32
+	Scalars map[string]float64
 }
 
 // lastID numbers the adapters New makes.

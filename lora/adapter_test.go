@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -665,6 +666,57 @@ func TestProbeRefusesAbsurdWeights(t *testing.T) {
 			} else if err != nil && !errors.Is(err, ErrInvalid) {
 				t.Errorf("probe: %v is not ErrInvalid", err)
 			}
+		})
+	}
+}
+
+// TestGGUFTrainingState checks that a MicroLoRA's training state, its
+// trainer's arrays and scalars included, survives a GGUF file, and that a
+// file with a state that is not finite float32 arrays and numbers is
+// refused.
+func TestGGUFTrainingState(t *testing.T) {
+	cfg := smallConfig("llama")
+	state := &TrainState{
+		Arrays:  map[string][]float32{"blk.0.attn_q.weight.a.m": {0.5, -1e-7, 3}, "blk.0.attn_q.weight.b.v": {1e-12, 2}},
+		Scalars: map[string]float64{"adam.step": 17, "kto.kl": 0.125},
+	}
+	cases := []struct {
+		name  string
+		state *TrainState
+		want  string // "" for no error
+	}{
+		{"no state", nil, ""},
+		{"arrays and scalars", state, ""},
+		{"not finite", &TrainState{Arrays: map[string][]float32{"m": {float32(math.Inf(1))}}}, "not finite"},
+		{"scalar not finite", &TrainState{Scalars: map[string]float64{"adam.step": math.NaN()}}, "not a finite number"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := randomAdapter(t, cfg, RandomSpec{Rank: 2, Seed: 9})
+			a.Name = "x"
+			a.Training = &Training{Version: 7, Feedback: 9, Updates: 6, Loss: 0.25, State: c.state}
+			path := filepath.Join(t.TempDir(), "a.gguf")
+			if err := a.WriteGGUF(path, kernels.F32); err != nil {
+				t.Fatal(err)
+			}
+			b, err := OpenGGUF(path)
+			if c.want != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("error %v, want ErrInvalid containing %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := b.Training
+			if tr == nil || tr.Version != 7 || tr.Feedback != 9 || tr.Updates != 6 || tr.Loss != 0.25 {
+				t.Fatalf("training %+v", tr)
+			}
+			if !reflect.DeepEqual(tr.State, c.state) {
+				t.Errorf("state %+v, want %+v", tr.State, c.state)
+			}
+			sameAdapter(t, a, b, 0)
 		})
 	}
 }

@@ -30,6 +30,10 @@ const (
 	keyMicroFeedback = "ruvllm.micro_lora.feedback"
 	keyMicroUpdates  = "ruvllm.micro_lora.updates"
 	keyMicroLoss     = "ruvllm.micro_lora.loss"
+	// The trainer's state (Training.State): prefixes of its arrays' and
+	// scalars' keys.
+	keyMicroState  = "ruvllm.micro_lora.state."
+	keyMicroScalar = "ruvllm.micro_lora.scalar."
 )
 
 // Suffixes of the two tensors of an update in a GGUF LoRA file.
@@ -138,9 +142,48 @@ func ReadGGUF(f *gguf.File) (*Adapter, error) {
 		if v, ok := f.Get(keyMicroLoss); ok {
 			tr.Loss, _ = v.Float()
 		}
+		st, err := readTrainState(f)
+		if err != nil {
+			return nil, err
+		}
+		tr.State = st
 		ad.Training = tr
 	}
 	return ad, nil
+}
+
+// readTrainState reads a MicroLoRA's trainer state from f's metadata; nil
+// when it has none.
+func readTrainState(f *gguf.File) (*TrainState, error) {
+	var st *TrainState
+	state := func() *TrainState {
+		if st == nil {
+			st = &TrainState{Arrays: map[string][]float32{}, Scalars: map[string]float64{}}
+		}
+		return st
+	}
+	for _, kv := range f.KV {
+		switch {
+		case strings.HasPrefix(kv.Key, keyMicroState):
+			xs, ok := kv.Value.Float32s()
+			if !ok {
+				return nil, invalidf("GGUF file: %s is not an array of float32", kv.Key)
+			}
+			for _, x := range xs {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					return nil, invalidf("GGUF file: %s holds a value that is not finite", kv.Key)
+				}
+			}
+			state().Arrays[strings.TrimPrefix(kv.Key, keyMicroState)] = xs
+		case strings.HasPrefix(kv.Key, keyMicroScalar):
+			x, ok := kv.Value.Float()
+			if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, invalidf("GGUF file: %s is not a finite number", kv.Key)
+			}
+			state().Scalars[strings.TrimPrefix(kv.Key, keyMicroScalar)] = x
+		}
+	}
+	return st, nil
 }
 
 // OpenGGUF reads the GGUF LoRA adapter at path.
@@ -220,6 +263,18 @@ func (a *Adapter) WriteGGUF(path string, t kernels.DType) error {
 				return err
 			}
 		}
+		if st := tr.State; st != nil {
+			for _, k := range sortedKeys(st.Arrays) {
+				if err := w.Set(keyMicroState+k, st.Arrays[k]); err != nil {
+					return err
+				}
+			}
+			for _, k := range sortedKeys(st.Scalars) {
+				if err := w.Set(keyMicroScalar+k, st.Scalars[k]); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	encode := func(xs []float32) []byte {
 		b := make([]byte, t.RowBytes(len(xs)))
@@ -245,4 +300,15 @@ func (a *Adapter) WriteGGUF(path string, t kernels.DType) error {
 		}
 	}
 	return w.WriteFile(path)
+}
+
+// sortedKeys lists m's keys in order, so that a file's metadata does not
+// depend on map order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

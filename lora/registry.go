@@ -129,8 +129,9 @@ type entry struct {
 	alpha    float32
 	targets  int
 	memBytes int64
-	// pinned entries (MicroLoRAs being trained) are never unloaded: the
-	// newest version lives in memory first, its file follows.
+	// pinned entries (MicroLoRAs with updates not yet saved) are never
+	// unloaded: the newest version lives in memory first, its file
+	// follows, and the entry is unpinned once it is written.
 	pinned   bool
 	training *Training
 }
@@ -820,9 +821,10 @@ func modTime(path string) time.Time {
 // registered as NAME.gguf in the adapter directory; an adapter of that name
 // is replaced only when it is a MicroLoRA too, others are refused with
 // ErrExists. Requests holding a lease keep the version they run with; the
-// next Acquire gets a. The entry is pinned in memory, so that what requests
-// get is always the newest version; with persist the file is written too
-// (atomically), so that learning survives a restart.
+// next Acquire gets a. Without persist the entry is pinned in memory, so
+// that what requests get is always the newest version; with persist the
+// file is written too (atomically), so that learning survives a restart,
+// and the adapter may be unloaded as others are.
 func (r *Registry) Publish(name string, a *Adapter, persist bool) (Info, error) {
 	if err := CheckName(name); err != nil {
 		return Info{}, err
@@ -856,11 +858,19 @@ func (r *Registry) Publish(name string, a *Adapter, persist bool) (Info, error) 
 		if err := a.WriteGGUF(path, kernels.F32); err != nil {
 			return Info{}, err
 		}
-		if size, err := pathBytes(path); err == nil {
-			r.mu.Lock()
+		size, serr := pathBytes(path)
+		r.mu.Lock()
+		if serr == nil {
 			e.fileBytes = size
-			r.mu.Unlock()
 		}
+		if e.adapter == a {
+			// The file holds the newest version: the adapter may be
+			// unloaded like any other and read again when needed, so that
+			// MicroLoRAs too stay within MaxResident.
+			e.pinned = false
+			r.evict()
+		}
+		r.mu.Unlock()
 	}
 	return r.Get(name)
 }

@@ -177,8 +177,8 @@ func (fb *Feedback) Tokenize(t *tokenizer.Tokenizer) {
 
 // FeedbackSink receives feedback the server has accepted. It should return
 // quickly (queue the work); an error wrapping ErrFeedbackInvalid is the
-// client's (400), ErrFeedbackConflict a 409, ErrFeedbackBusy a 429, any
-// other the server's (500).
+// client's (400), ErrFeedbackConflict and ErrFeedbackLimit a 409,
+// ErrFeedbackBusy a 429, any other the server's (500).
 type FeedbackSink interface {
 	Feedback(ctx context.Context, fb *Feedback) error
 }
@@ -197,4 +197,7 @@ var (
 	ErrFeedbackInvalid  = errors.New("invalid feedback")
 	ErrFeedbackConflict = errors.New("feedback conflicts with the adapter")
 	ErrFeedbackBusy     = errors.New("too much feedback waiting")
+	// ErrFeedbackLimit refuses feedback that would create an adapter
+	// beyond the number the server lets feedback create.
+	ErrFeedbackLimit = errors.New("feedback may create no more adapters")
 )

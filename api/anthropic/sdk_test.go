@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/backends"
 	_ "github.com/ruvllm/ruvllm/backends/native" // opened by name
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 	"github.com/ruvllm/ruvllm/internal/schematest"
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
@@ -599,26 +599,8 @@ func TestMaxTokensZero(t *testing.T) {
 // post sends body to path with the headers Anthropic's clients send.
 func post(t *testing.T, url, body string, header ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("anthropic-version", "2023-06-01")
-	req.Header.Set("anthropic-beta", "context-management-2025-06-27")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	header = append([]string{"anthropic-version", "2023-06-01", "anthropic-beta", "context-management-2025-06-27"}, header...)
+	return httpcheck.Do(t, "POST", url, body, header...)
 }
 
 type wireError struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/backends"
 	_ "github.com/ruvllm/ruvllm/backends/native" // opened by name
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/chat"
@@ -94,33 +95,15 @@ func startServerEngine(t *testing.T, o api.Options, eo backends.EngineOptions) *
 // and the body.
 func (s *server) do(t *testing.T, method, path string, body any, header ...string) (int, []byte, http.Header) {
 	t.Helper()
-	var r io.Reader
+	var text string
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r = bytes.NewReader(b)
+		text = string(b)
 	}
-	req, err := http.NewRequest(method, s.url+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := httpcheck.Do(t, method, s.url+path, text, header...)
 	return resp.StatusCode, b, resp.Header
 }
 

@@ -133,7 +133,38 @@ func assistantPrefill(f *jsonhttp.Fields, req *session.Request) error {
 		return nil
 	}
 	req.Template.ContinueFinal = true
+	if joined, ok := prefillParts(f); ok {
+		msgs[n-1]["content"] = joined
+	}
 	return nil
+}
+
+// prefillParts is the continued assistant message's text parts joined as
+// they are, without the newline between parts of other messages: the
+// model writes on from the prefill, so "Wh" and "ill" are "Whill", as
+// llama-server continues them. ok is false when the content is a string.
+func prefillParts(f *jsonhttp.Fields) (string, bool) {
+	raw, _ := f.Peek("messages")
+	msgs, _ := jsonhttp.ParseArray(raw)
+	if len(msgs) == 0 {
+		return "", false
+	}
+	var last struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(msgs[len(msgs)-1], &last) != nil || last.Content == nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range last.Content {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), true
 }
 
 // refuseChatFeatures answers 400 for the parameters that would change the
@@ -361,6 +392,7 @@ func (chatFormat) response(h responseHead, gen *session.Generation, logprobs boo
 	resp := ChatCompletion{ID: h.id, Object: "chat.completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: usageOf(u)}
 	t := gen.Throughput(time.Now()).TimingsJSON()
 	resp.Timings = &t
+	resp.Verbose = verboseOf(h, gen)
 	results := gen.Results()
 	resp.Choices = make([]ChatChoice, len(results))
 	for _, res := range results {

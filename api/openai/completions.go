@@ -197,6 +197,7 @@ func (cf *completionFormat) response(h responseHead, gen *session.Generation, _ 
 	resp := TextCompletion{ID: h.id, Object: "text_completion", Created: h.created, Model: h.model, SystemFingerprint: h.fingerprint, Usage: u}
 	t := gen.Throughput(time.Now()).TimingsJSON()
 	resp.Timings = &t
+	resp.Verbose = verboseOf(h, gen)
 	results := gen.Results()
 	resp.Choices = make([]TextChoice, len(results))
 	for _, res := range results {

@@ -38,6 +38,8 @@ type responseHead struct {
 	created     int64
 	model       string
 	fingerprint string
+	// verbose adds llama-server's __verbose object (API.Verbose).
+	verbose bool
 }
 
 // generate runs g and answers in f's shape, streamed or whole.
@@ -49,7 +51,7 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, g *genRequest, f 
 		return err
 	}
 	defer gen.Close()
-	h := responseHead{id: gen.ID(), created: time.Now().Unix(), model: gen.ModelID(), fingerprint: a.Version}
+	h := responseHead{id: gen.ID(), created: time.Now().Unix(), model: gen.ModelID(), fingerprint: a.Version, verbose: a.Verbose}
 	if rh := gen.RouteHeader(); rh != "" {
 		w.Header().Set("X-Route", rh)
 	}
@@ -80,6 +82,24 @@ func (a *API) generate(w http.ResponseWriter, r *http.Request, g *genRequest, f 
 	}
 	sw.end(up)
 	return nil
+}
+
+// verboseOf is llama-server's __verbose object of a whole response: what
+// its native /completion answers, for the first choice, with the prompt
+// as the model read it (its tokens detokenized, special ones written).
+func verboseOf(h responseHead, gen *session.Generation) *Verbose {
+	if !h.verbose {
+		return nil
+	}
+	results := gen.Results()
+	if len(results) == 0 {
+		return nil
+	}
+	res := results[0]
+	_, ids := gen.Prompt(res.Prompt)
+	prompt := gen.Tokenizer().DecodeWith(ids, tokenizer.DecodeOptions{RenderSpecial: true})
+	return &Verbose{Prompt: prompt, Content: res.Text, Model: h.model, TokensEvaluated: len(ids),
+		TokensPredicted: res.Generated, Stop: true, StoppingWord: res.StopSequence}
 }
 
 // usageOf is OpenAI's usage object.

@@ -20,6 +20,10 @@ type API struct {
 	// OnTokens, when set, is told the prompt tokens of a request that
 	// does not generate (embeddings), for the access log and metrics.
 	OnTokens func(r *http.Request, promptTokens int)
+	// Verbose adds llama-server's "__verbose" object (under its --verbose)
+	// to whole chat and text completions: the prompt as the model read it,
+	// which is how its users check what a template made of their messages.
+	Verbose bool
 }
 
 // WriteError writes an error in OpenAI's shape.

@@ -112,6 +112,21 @@ type ChatCompletion struct {
 	// Timings are llama-server's measure of the prompt processing and
 	// the generation, which its clients read beside the usage.
 	Timings *session.TimingsJSON `json:"timings,omitempty"`
+	// Verbose is llama-server's __verbose object, under API.Verbose.
+	Verbose *Verbose `json:"__verbose,omitempty"`
+}
+
+// Verbose is what llama-server's --verbose adds to a whole response: the
+// fields of its native /completion answer that say what the model read
+// and did.
+type Verbose struct {
+	Prompt          string `json:"prompt"`
+	Content         string `json:"content"`
+	Model           string `json:"model"`
+	TokensEvaluated int    `json:"tokens_evaluated"`
+	TokensPredicted int    `json:"tokens_predicted"`
+	Stop            bool   `json:"stop"`
+	StoppingWord    string `json:"stopping_word"`
 }
 
 // ChatChunkChoice is a choice of a streamed chat completion chunk.
@@ -176,6 +191,8 @@ type TextCompletion struct {
 	Choices           []TextChoice         `json:"choices"`
 	Usage             any                  `json:"usage,omitempty"`
 	Timings           *session.TimingsJSON `json:"timings,omitempty"`
+	// Verbose is llama-server's __verbose object, under API.Verbose.
+	Verbose *Verbose `json:"__verbose,omitempty"`
 }
 
 // streamChunk is one event of a stream: the head every chunk of a request

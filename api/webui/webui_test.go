@@ -1,7 +1,6 @@
 package webui
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/ruvllm/ruvllm/internal/httpcheck"
 )
 
 // TestRoutes checks what the page's routes answer: the page with its
@@ -23,16 +23,7 @@ func TestRoutes(t *testing.T) {
 
 	get := func(t *testing.T, method, path string, header ...string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, nil)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := httpcheck.Do(t, method, srv.URL+path, "", header...)
 		return resp, string(b)
 	}
 

@@ -39,6 +39,9 @@ type pastKV struct {
 type graph struct {
 	g      *G.ExprGraph
 	inputs int
+	// dt is the element type the graph computes in: F32, or F64 for
+	// gradient checks, whose finite differences F32 is too coarse for.
+	dt tensor.Dtype
 }
 
 // net builds the graph of one pass over a sequence's tokens.
@@ -70,20 +73,39 @@ type net struct {
 	hidden *G.Node
 }
 
-// newGraph makes an empty graph.
-func newGraph() *graph { return &graph{g: G.NewGraph()} }
+// newGraph makes an empty graph computing in F32.
+func newGraph() *graph { return newGraphOf(tensor.Float32) }
 
-// matrix makes a (rows, cols) input node holding data (not copied).
+// newGraphOf makes an empty graph computing in dt (F32 or F64).
+func newGraphOf(dt tensor.Dtype) *graph { return &graph{g: G.NewGraph(), dt: dt} }
+
+// matrix makes a (rows, cols) input node holding data: not copied in an
+// F32 graph, converted in an F64 one (so that later changes to data are
+// not seen there: seqInputs keeps F64 copies of what it refills).
 func (gr *graph) matrix(data []float32, rows, cols int) *G.Node {
+	if gr.dt == tensor.Float64 {
+		d := make([]float64, len(data))
+		convert(d, data)
+		return gr.dense(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d)))
+	}
 	return gr.dense(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data)))
 }
 
-// dense makes an input node of t. Every input gets a name of its own:
-// Gorgonia takes two unnamed inputs of one shape for the same node.
+// dense makes an input node of t, of the graph's element type. Every input
+// gets a name of its own: Gorgonia takes two unnamed inputs of one shape
+// for the same node.
 func (gr *graph) dense(t *tensor.Dense) *G.Node {
 	s := t.Shape()
 	gr.inputs++
-	return G.NewMatrix(gr.g, tensor.Float32, G.WithShape(s[0], s[1]), G.WithValue(t), G.WithName("in"+strconv.Itoa(gr.inputs)))
+	return G.NewMatrix(gr.g, gr.dt, G.WithShape(s[0], s[1]), G.WithValue(t), G.WithName("in"+strconv.Itoa(gr.inputs)))
+}
+
+// constant is v as a constant of the graph's element type.
+func (gr *graph) constant(v float64) *G.Node {
+	if gr.dt == tensor.Float64 {
+		return G.NewConstant(v)
+	}
+	return G.NewConstant(float32(v))
 }
 
 // newNet prepares, in gr, the pass of t tokens from position pos after the
@@ -163,7 +185,7 @@ func (n *net) normGroups(x *G.Node, w []float32, groups int) *G.Node {
 		}
 	}
 	ms := must(G.Mul(must(G.Square(x)), n.matrix(mean, groups*size, groups))) // (t, groups)
-	eps := G.NewConstant(n.m.cfg.NormEps)
+	eps := n.constant(float64(n.m.cfg.NormEps))
 	r := must(G.Inverse(must(G.Sqrt(must(G.Add(ms, eps)))))) // Gorgonia's InverseSqrt has a wrong gradient
 	return must(G.HadamardProd(x, must(G.Mul(r, n.matrix(spread, groups, groups*size)))))
 }
@@ -186,7 +208,7 @@ func (n *net) linear(x *G.Node, l *linear, bias []float32) *G.Node {
 	if f := n.lora[l.name]; f != nil {
 		u := must(G.Mul(must(G.Mul(x, f.at)), f.bt))
 		if f.scale != 1 {
-			u = must(G.Mul(u, G.NewConstant(f.scale)))
+			u = must(G.Mul(u, n.constant(float64(f.scale))))
 		}
 		y = must(G.Add(y, u))
 	}
@@ -333,9 +355,9 @@ func (n *net) forwardRows(x, sel *G.Node) *G.Node {
 		x = must(G.Mul(sel, x))
 	}
 	n.hidden = n.norm(x, n.m.w.global.vec(models.OutputNorm))
-	logits := must(G.ApplyOp(linearOp{n.m.w.output}, n.hidden))
+	logits := n.linear(n.hidden, n.m.w.output, nil)
 	if c := cfg.FinalSoftCap; c != 0 { // Gemma 2: c·tanh(logits/c)
-		logits = must(G.Mul(must(G.Tanh(must(G.Mul(logits, G.NewConstant(1/c))))), G.NewConstant(c)))
+		logits = must(G.Mul(must(G.Tanh(must(G.Mul(logits, n.constant(float64(1/c)))))), n.constant(float64(c))))
 	}
 	return logits
 }
@@ -350,6 +372,9 @@ func (n *net) forwardRows(x, sel *G.Node) *G.Node {
 type seqInputs struct {
 	t, rows        int
 	x, sel, onehot []float32
+	// x64, sel64 and onehot64 are their F64 copies in an F64 graph, nil
+	// otherwise.
+	x64, sel64, onehot64 []float64
 }
 
 // padStep is what training shapes are rounded up to, so that examples of
@@ -358,8 +383,12 @@ const padStep = 8
 
 func padded(n int) int { return (n + padStep - 1) / padStep * padStep }
 
-func newSeqInputs(m *Model, t, rows int) *seqInputs {
-	return &seqInputs{t: t, rows: rows, x: make([]float32, t*m.cfg.Dim), sel: make([]float32, rows*t), onehot: make([]float32, rows*m.cfg.VocabSize)}
+func newSeqInputs(m *Model, t, rows int, dt tensor.Dtype) *seqInputs {
+	s := &seqInputs{t: t, rows: rows, x: make([]float32, t*m.cfg.Dim), sel: make([]float32, rows*t), onehot: make([]float32, rows*m.cfg.VocabSize)}
+	if dt == tensor.Float64 {
+		s.x64, s.sel64, s.onehot64 = make([]float64, len(s.x)), make([]float64, len(s.sel)), make([]float64, len(s.onehot))
+	}
+	return s
 }
 
 // fill writes the example's tokens into the inputs.
@@ -375,15 +404,29 @@ func (s *seqInputs) fill(m *Model, prompt, completion []int32) {
 		s.sel[r*s.t+len(prompt)-1+r] = 1
 		s.onehot[r*vocab+int(id)] = 1
 	}
+	if s.x64 != nil {
+		convert(s.x64, s.x)
+		convert(s.sel64, s.sel)
+		convert(s.onehot64, s.onehot)
+	}
+}
+
+// input makes a (rows, cols) input node of d32, or of d64 in an F64
+// graph, not copied: refilling them refills the node.
+func (gr *graph) input(d32 []float32, d64 []float64, rows, cols int) *G.Node {
+	if gr.dt == tensor.Float64 {
+		return gr.dense(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d64)))
+	}
+	return gr.dense(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d32)))
 }
 
 // completionLogp builds the pass over the sequence's inputs and returns
 // the scalar node log p(completion | prompt): the sum of the completion
 // tokens' log-softmax under the rows that predict them.
 func (n *net) completionLogp(in *seqInputs) *G.Node {
-	logits := n.forwardRows(n.matrix(in.x, in.t, n.m.cfg.Dim), n.matrix(in.sel, in.rows, in.t))
+	logits := n.forwardRows(n.input(in.x, in.x64, in.t, n.m.cfg.Dim), n.input(in.sel, in.sel64, in.rows, in.t))
 	ls := must(G.LogSoftMax(logits, 1))
-	return must(G.Sum(must(G.HadamardProd(ls, n.matrix(in.onehot, in.rows, n.m.cfg.VocabSize)))))
+	return must(G.Sum(must(G.HadamardProd(ls, n.input(in.onehot, in.onehot64, in.rows, n.m.cfg.VocabSize)))))
 }
 
 // embed makes the (t, dim) node of the tokens' embeddings.

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
+
+	"gorgonia.org/tensor"
 
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
@@ -40,13 +43,35 @@ type MicroOptions struct {
 	// ConsolidateEvery is how many updates pass between moves of the
 	// penalty's anchor (with a penalty set); 0 means 32.
 	ConsolidateEvery int
-	// SaveEvery is the most often an adapter's file is rewritten; 0 means
-	// 2 s. The newest version is always in memory, and Close saves all.
+	// SaveEvery is the most often an adapter's file is rewritten, and the
+	// longest an update waits to be saved; 0 means 2 s. The newest version
+	// is always in memory, and Close saves all. The file holds the
+	// trainer's state too (Trainer.State), from which a restarted server
+	// continues.
 	SaveEvery time.Duration
 	// Queue bounds the events waiting; 0 means 1024. A full queue refuses
 	// feedback (ErrBusy).
 	Queue int
+	// MaxAdapters bounds the MicroLoRAs feedback may create in the
+	// registry (those already there count); feedback naming a new one
+	// beyond it fails with ErrTooMany. 0 means DefaultMaxMicro. Without a
+	// bound, a client naming a new adapter in each request fills the disk
+	// and the memory.
+	MaxAdapters int
+	// MaxTrainers bounds the trainers (factors, Adam's moments, replayed
+	// examples) held in memory; the least recently used idle one whose
+	// updates are saved is dropped first, and made again from its file
+	// (which holds its state) at its next feedback. 0 means the
+	// registry's MaxResident.
+	MaxTrainers int
 }
+
+// DefaultMaxMicro is MicroOptions.MaxAdapters when it is not set.
+const DefaultMaxMicro = 16
+
+// ErrTooMany is returned for feedback naming a new adapter when
+// MaxAdapters MicroLoRAs exist.
+var ErrTooMany = errors.New("too many MicroLoRA adapters")
 
 // ErrBusy is returned when the trainer's queue is full.
 var ErrBusy = errors.New("the MicroLoRA trainer's queue is full")
@@ -69,7 +94,16 @@ type microAdapter struct {
 	replay  []replayed
 	saved   time.Time
 	dirty   bool
-	pending int // events queued, not yet trained
+	pending int    // events queued, not yet trained
+	lastUse uint64 // MicroLoRA.clock at the last feedback, for LRU
+}
+
+// queued is an event with the trainer it was accepted for: an event whose
+// adapter was dropped, or failed to be published, is not trained on a later
+// trainer of the same name.
+type queued struct {
+	ev MicroEvent
+	a  *microAdapter
 }
 
 type replayed struct {
@@ -88,7 +122,8 @@ type MicroLoRA struct {
 	mu       sync.Mutex
 	model    *Model // made at the first feedback
 	adapters map[string]*microAdapter
-	queue    chan MicroEvent
+	clock    uint64
+	queue    chan queued
 	done     chan struct{}
 	exited   chan struct{}
 	closed   bool
@@ -110,9 +145,15 @@ func NewMicroLoRA(f *gguf.File, cfg *models.Config, reg *lora.Registry, o MicroO
 	if o.Queue <= 0 {
 		o.Queue = 1024
 	}
+	if o.MaxAdapters <= 0 {
+		o.MaxAdapters = DefaultMaxMicro
+	}
+	if o.MaxTrainers <= 0 {
+		o.MaxTrainers = max(reg.MaxResident(), 1)
+	}
 	o.Train.fill()
 	m := &MicroLoRA{file: f, cfg: cfg, reg: reg, opt: o, adapters: map[string]*microAdapter{},
-		queue: make(chan MicroEvent, o.Queue), done: make(chan struct{}), exited: make(chan struct{})}
+		queue: make(chan queued, o.Queue), done: make(chan struct{}), exited: make(chan struct{})}
 	go m.run()
 	return m
 }
@@ -121,74 +162,131 @@ func NewMicroLoRA(f *gguf.File, cfg *models.Config, reg *lora.Registry, o MicroO
 // at once as the base model exactly) at its first feedback, or taking over
 // a MicroLoRA of that name stored in the registry. It fails with ErrNotMicro
 // for another kind of adapter, lora.ErrBadName for a bad name, ErrBusy when
-// the queue is full, and with the trainer's error for an example it cannot
-// train on.
+// the queue is full, ErrTooMany for a new adapter beyond MaxAdapters, and
+// ErrBadExample for an example it cannot train on. Feedback that fails
+// leaves nothing behind: no file, no adapter, no trainer.
 func (m *MicroLoRA) Submit(ev MicroEvent) error {
 	if err := lora.CheckName(ev.Adapter); err != nil {
 		return err
+	}
+	if err := checkExample(m.cfg, ev.Objective, &ev.Example); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadExample, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return errors.New("gorgonia: the MicroLoRA trainer is closed")
 	}
-	a, err := m.adapter(ev.Adapter)
+	a, fresh, err := m.adapter(ev.Adapter)
 	if err != nil {
 		return err
 	}
-	if err := a.tr.check(ev.Objective, &ev.Example); err != nil {
-		return err
-	}
 	select {
-	case m.queue <- ev:
+	case m.queue <- queued{ev, a}:
 	default:
 		return ErrBusy
 	}
+	if fresh {
+		if a.stats.Version == 0 {
+			// A new adapter is the base model exactly until its first
+			// update; requests may name it from now on.
+			if err := m.publish(a, true); err != nil {
+				return err // its queued event is dropped: a is nobody's
+			}
+		}
+		m.adapters[ev.Adapter] = a
+	}
+	m.clock++
+	a.lastUse = m.clock
 	a.stats.Feedback++
 	a.pending++
+	m.dropTrainers()
 	return nil
 }
 
-// adapter finds or makes the adapter named name; m.mu is held.
-func (m *MicroLoRA) adapter(name string) (*microAdapter, error) {
+// adapter finds the trainer of the adapter named name, or makes one (fresh)
+// from the registry's MicroLoRA of that name or for a new adapter, which
+// the caller records only once the feedback is accepted; m.mu is held.
+func (m *MicroLoRA) adapter(name string) (a *microAdapter, fresh bool, err error) {
 	if a, ok := m.adapters[name]; ok {
-		return a, nil
+		return a, false, nil
+	}
+	old := m.reg.Adapter(name)
+	exists := old != nil || m.registered(name)
+	if !exists {
+		if n := m.micros(); n >= m.opt.MaxAdapters {
+			return nil, false, fmt.Errorf("%w: %d MicroLoRA adapters exist, the most feedback may create (--micro-lora-max %d); "+
+				"give feedback to one of them, or delete one (DELETE /v1/adapters/NAME)", ErrTooMany, n, m.opt.MaxAdapters)
+		}
 	}
 	if m.model == nil {
 		model, err := NewModel(m.file, m.cfg)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		m.model = model
 	}
-	a := &microAdapter{name: name}
-	var err error
-	if old := m.reg.Adapter(name); old != nil || m.registered(name) {
-		if old == nil {
-			lease, lerr := m.reg.Acquire(name)
-			if lerr != nil {
-				return nil, lerr
-			}
-			old = lease.Adapter()
-			lease.Release()
+	a = &microAdapter{name: name}
+	if !exists {
+		a.tr, err = NewTrainer(m.model, m.opt.Train)
+		return a, true, err
+	}
+	if old == nil {
+		lease, lerr := m.reg.Acquire(name)
+		if lerr != nil {
+			return nil, false, lerr
 		}
-		if old.Training == nil {
-			return nil, fmt.Errorf("%w: %q", ErrNotMicro, name)
-		}
-		if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); err != nil {
-			return nil, err
-		}
-		a.stats = *old.Training
-	} else {
-		if a.tr, err = NewTrainer(m.model, m.opt.Train); err != nil {
-			return nil, err
-		}
-		if err := m.publish(a, true); err != nil {
-			return nil, err
+		old = lease.Adapter()
+		lease.Release()
+	}
+	if old.Training == nil {
+		return nil, false, fmt.Errorf("%w: %q", ErrNotMicro, name)
+	}
+	if a.tr, err = TrainerFrom(m.model, old, m.opt.Train); errors.Is(err, lora.ErrInvalid) && old.Training.State != nil {
+		// A saved trainer state that does not fit the factors: train on
+		// with a new optimiser rather than refuse the adapter.
+		a.tr, err = trainerFrom(m.model, old, m.opt.Train, tensor.Float32, false)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	a.stats = *old.Training
+	return a, true, nil
+}
+
+// micros counts the MicroLoRAs in the registry, those on disk from earlier
+// runs included.
+func (m *MicroLoRA) micros() int {
+	n := 0
+	for _, in := range m.reg.List() {
+		if in.Training != nil {
+			n++
 		}
 	}
-	m.adapters[name] = a
-	return a, nil
+	return n
+}
+
+// dropTrainers drops the least recently used idle trainers whose updates
+// are saved until at most MaxTrainers are held; m.mu is held. A trainer
+// with events waiting or updates not yet saved stays (the save ticker
+// saves it, and a later call drops it).
+func (m *MicroLoRA) dropTrainers() {
+	if len(m.adapters) <= m.opt.MaxTrainers {
+		return
+	}
+	idle := make([]*microAdapter, 0, len(m.adapters))
+	for _, a := range m.adapters {
+		if a.pending == 0 && !a.dirty {
+			idle = append(idle, a)
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUse < idle[j].lastUse })
+	for _, a := range idle {
+		if len(m.adapters) <= m.opt.MaxTrainers {
+			break
+		}
+		delete(m.adapters, a.name)
+	}
 }
 
 // registered reports whether the registry has an adapter named name.
@@ -197,7 +295,8 @@ func (m *MicroLoRA) registered(name string) bool {
 	return err == nil
 }
 
-// publish makes the trainer's factors the adapter's next version.
+// publish makes the trainer's factors the adapter's next version; with
+// persist, its file is written too, with the trainer's state.
 func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
 	ad, err := a.tr.Adapter(a.name)
 	if err != nil {
@@ -205,6 +304,9 @@ func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
 	}
 	a.stats.Version++
 	st := a.stats
+	if persist {
+		st.State = a.tr.State()
+	}
 	ad.Training = &st
 	if _, err := m.reg.Publish(a.name, ad, persist); err != nil {
 		return err
@@ -215,6 +317,19 @@ func (m *MicroLoRA) publish(a *microAdapter, persist bool) error {
 		a.dirty = true
 	}
 	return nil
+}
+
+// save writes the file of every adapter with updates not yet saved, as
+// the version in memory; m.mu is held.
+func (m *MicroLoRA) save() error {
+	var errs []error
+	for _, a := range m.adapters {
+		if a.dirty {
+			a.stats.Version-- // the saved version is the one in memory
+			errs = append(errs, m.publish(a, true))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stats is the live training state of the adapter named name; ok is false
@@ -255,14 +370,7 @@ func (m *MicroLoRA) Close() error {
 	<-m.exited
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var errs []error
-	for _, a := range m.adapters {
-		if a.dirty {
-			a.stats.Version-- // the saved version is the one in memory
-			errs = append(errs, m.publish(a, true))
-		}
-	}
-	return errors.Join(errs...)
+	return m.save()
 }
 
 // run is the background trainer: one goroutine on a thread of the lowest
@@ -277,13 +385,22 @@ func (m *MicroLoRA) run() {
 	defer runtime.GOMAXPROCS(procs)
 	runtime.LockOSThread()
 	lowerPriority()
+	// Updates not saved yet are saved once SaveEvery has passed, also when
+	// no later feedback comes, so that a server killed then loses none.
+	tick := time.NewTicker(m.opt.SaveEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-m.done:
 			return
-		case ev := <-m.queue:
+		case <-tick.C:
+			m.mu.Lock()
+			m.save()
+			m.dropTrainers()
+			m.mu.Unlock()
+		case q := <-m.queue:
 			start := time.Now()
-			m.train(ev)
+			m.train(q)
 			busy := time.Since(start)
 			rest := time.Duration(float64(busy) * (1/m.opt.CPUShare - 1))
 			select {
@@ -295,17 +412,18 @@ func (m *MicroLoRA) run() {
 	}
 }
 
-// train takes one update on ev and publishes it.
-func (m *MicroLoRA) train(ev MicroEvent) {
+// train takes one update on q's event and publishes it.
+func (m *MicroLoRA) train(q queued) {
+	ev := q.ev
 	m.mu.Lock()
 	a := m.adapters[ev.Adapter]
 	m.mu.Unlock()
-	if a == nil {
-		return
+	if a != q.a {
+		return // refused after it was queued
 	}
 	// The trainer is used by this goroutine only; the lock guards stats.
 	s, err := a.tr.Prepare(ev.Objective, ev.Example)
-	loss := 0.0
+	loss, steps := 0.0, a.tr.Steps
 	if err == nil {
 		batch := []Scored{s}
 		for i := len(a.replay) - 1; i >= 0 && len(batch) <= m.opt.Replay && m.opt.Replay > 0; i-- {
@@ -329,6 +447,11 @@ func (m *MicroLoRA) train(ev MicroEvent) {
 	a.stats.Loss = loss
 	if a.tr.opt.Penalty != NoPenalty && a.stats.Updates%int64(m.opt.ConsolidateEvery) == 0 {
 		a.tr.Consolidate()
+	}
+	if a.tr.Steps == steps {
+		// No step (the pairs met their targets): the factors, so the
+		// version, are as they were.
+		return
 	}
 	m.publish(a, time.Since(a.saved) >= m.opt.SaveEvery)
 }

@@ -23,10 +23,11 @@ import (
 type termKind int
 
 const (
-	termScore termKind = iota // the log-probabilities of its sequences
-	termSFT                   // scalars[0]·log p: −1/len(completion)·log p
-	termDPO                   // softplus(−β·((log p₀ − log p₁) − scalars[0]))
-	termKTO                   // 1 − σ(β·scalars[2]·((log p − scalars[0]) − scalars[1]))
+	termScore  termKind = iota // the log-probabilities of its sequences
+	termSFT                    // scalars[0]·log p: −1/len(completion)·log p
+	termDPO                    // softplus(−β·((log p₀ − log p₁) − scalars[0]))
+	termKTO                    // 1 − σ(β·scalars[2]·((log p − scalars[0]) − scalars[1]))
+	termMargin                 // max(0, scalars[0] − (log p₀ − log p₁))
 )
 
 // term is one term of an example's loss: its kind, the sequences (prompt,
@@ -45,6 +46,10 @@ func (tr *Trainer) plan(obj Objective, ex *Scored) []term {
 	case DPO:
 		return []term{{kind: termDPO, seqs: [][2][]tokenizer.ID{{ex.Prompt, ex.Chosen}, {ex.Prompt, ex.Rejected}},
 			scalars: []float32{float32(ex.RefChosen - ex.RefRejected)}}}
+	case Margin:
+		target := tr.opt.Margin + max(0, ex.RefChosen-ex.RefRejected)
+		return []term{{kind: termMargin, seqs: [][2][]tokenizer.ID{{ex.Prompt, ex.Chosen}, {ex.Prompt, ex.Rejected}},
+			scalars: []float32{float32(target)}}}
 	}
 	var terms []term
 	if ex.Rating >= 0 && len(ex.Chosen) > 0 {
@@ -81,6 +86,15 @@ type stepGraph struct {
 	seqs    []*seqInputs
 	scalars []*G.Node
 	reads   []*G.Value // the outs' values after a run
+	dt      tensor.Dtype
+}
+
+// scalar is v as a scalar of the graph's element type.
+func (sg *stepGraph) scalar(v float32) any {
+	if sg.dt == tensor.Float64 {
+		return float64(v)
+	}
+	return v
 }
 
 // maxGraphs bounds the compiled graphs a trainer keeps.
@@ -89,7 +103,7 @@ const maxGraphs = 64
 // run computes terms (one list per example) with the adapter or the base
 // model: the mean loss and, with grad, the gradient of each param; or,
 // for score terms, each sequence's log p.
-func (tr *Trainer) run(terms [][]term, adapter, grad bool) ([]float64, [][]float32, error) {
+func (tr *Trainer) run(terms [][]term, adapter, grad bool) ([]float64, []G.Value, error) {
 	key := shapeKey(terms, adapter, grad)
 	sg, ok := tr.graphs[key]
 	if !ok {
@@ -113,7 +127,7 @@ func (tr *Trainer) run(terms [][]term, adapter, grad bool) ([]float64, [][]float
 				si++
 			}
 			for _, v := range t.scalars {
-				if err := G.Let(sg.scalars[ci], v); err != nil {
+				if err := G.Let(sg.scalars[ci], sg.scalar(v)); err != nil {
 					return nil, nil, err
 				}
 				ci++
@@ -131,29 +145,29 @@ func (tr *Trainer) run(terms [][]term, adapter, grad bool) ([]float64, [][]float
 	if !grad {
 		return outs, nil, nil
 	}
-	grads := make([][]float32, len(sg.nodes))
+	grads := make([]G.Value, len(sg.nodes))
 	for i, nd := range sg.nodes {
 		g, err := nd.Grad()
 		if err != nil {
 			return nil, nil, err
 		}
-		grads[i] = g.Data().([]float32)
+		grads[i] = g
 	}
 	return outs, grads, nil
 }
 
 // compile builds and compiles the graph of terms.
 func (tr *Trainer) compile(terms [][]term, adapter, grad bool) (*stepGraph, error) {
-	gr := newGraph()
-	sg := &stepGraph{}
+	gr := newGraphOf(tr.dt)
+	sg := &stepGraph{dt: tr.dt}
 	var lf map[string]*loraFactors
 	if adapter {
 		lf, sg.nodes = tr.factors(gr)
 	}
-	beta := float32(tr.opt.Beta)
+	beta := tr.opt.Beta
 	scalar := func(v float32) *G.Node {
 		gr.inputs++
-		n := G.NewScalar(gr.g, tensor.Float32, G.WithName("s"+strconv.Itoa(gr.inputs)), G.WithValue(v))
+		n := G.NewScalar(gr.g, tr.dt, G.WithName("s"+strconv.Itoa(gr.inputs)), G.WithValue(sg.scalar(v)))
 		sg.scalars = append(sg.scalars, n)
 		return n
 	}
@@ -163,7 +177,7 @@ func (tr *Trainer) compile(terms [][]term, adapter, grad bool) (*stepGraph, erro
 			for _, t := range ex {
 				lps := make([]*G.Node, len(t.seqs))
 				for i, s := range t.seqs {
-					in := newSeqInputs(tr.m, padded(len(s[0])+len(s[1])), padded(len(s[1])))
+					in := newSeqInputs(tr.m, padded(len(s[0])+len(s[1])), padded(len(s[1])), tr.dt)
 					sg.seqs = append(sg.seqs, in)
 					n := newNet(gr, tr.m, in.t, 0, pastKV{})
 					n.lora = lf
@@ -182,10 +196,12 @@ func (tr *Trainer) compile(terms [][]term, adapter, grad bool) (*stepGraph, erro
 					l = must(G.Mul(lps[0], sc[0]))
 				case termDPO:
 					z := must(G.Sub(must(G.Sub(lps[0], lps[1])), sc[0]))
-					l = must(G.Softplus(must(G.Mul(z, G.NewConstant(-beta)))))
+					l = must(G.Softplus(must(G.Mul(z, gr.constant(-beta)))))
+				case termMargin:
+					l = must(G.Rectify(must(G.Sub(sc[0], must(G.Sub(lps[0], lps[1]))))))
 				case termKTO:
 					d := must(G.Mul(must(G.Sub(must(G.Sub(lps[0], sc[0])), sc[1])), sc[2]))
-					l = must(G.Sub(G.NewConstant(float32(1)), must(G.Sigmoid(must(G.Mul(d, G.NewConstant(beta)))))))
+					l = must(G.Sub(gr.constant(1), must(G.Sigmoid(must(G.Mul(d, gr.constant(beta)))))))
 				}
 				if loss == nil {
 					loss = l
@@ -195,7 +211,7 @@ func (tr *Trainer) compile(terms [][]term, adapter, grad bool) (*stepGraph, erro
 			}
 		}
 		if loss != nil {
-			loss = must(G.Mul(loss, G.NewConstant(1/float32(len(terms)))))
+			loss = must(G.Mul(loss, gr.constant(1/float64(len(terms)))))
 			sg.outs = []*G.Node{loss}
 		}
 		if grad {
@@ -228,6 +244,10 @@ func scalarOf(val G.Value) float64 {
 		return float64(v)
 	case []float32:
 		return float64(v[0])
+	case float64:
+		return v
+	case []float64:
+		return v[0]
 	}
 	return math.NaN()
 }

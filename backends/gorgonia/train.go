@@ -35,15 +35,29 @@ const (
 	// 1 − σ(β·(z − log π/π_ref(y))) for a bad one, z the running estimate
 	// of the adapter's KL from the base (clamped at 0, not differentiated).
 	KTO Objective = "kto"
+	// Margin is a hinge on the adapter's own margin of a preference pair,
+	// m = log π(c) − log π(r): max(0, γ + max(0, m_ref) − m), m_ref the
+	// base model's margin and γ TrainOptions.Margin. A pair the base gets
+	// wrong (m_ref < 0) trains until the adapter prefers the chosen by γ
+	// nats, however wrong the base was (SLiC's hinge, Zhao et al., 2023);
+	// one the base gets right, until the adapter prefers it by γ more than
+	// the base does (the hinge form of DPO, Liu et al., 2024). A pair that
+	// meets its target has no gradient, and a step of no gradient leaves
+	// the adapter and the optimiser as they are: feedback moves the model
+	// as far as it asks and no further. DPO's logistic loss fades after a
+	// few nats of change whatever the margin (with β 1 a preference held
+	// at −6 nats rose to −0.4 in 32 steps), and keeps pushing preferences
+	// already won (docs/microlora.md).
+	Margin Objective = "margin"
 )
 
 // ParseObjective reads an objective's name.
 func ParseObjective(s string) (Objective, error) {
 	switch o := Objective(strings.ToLower(s)); o {
-	case SFT, DPO, KTO:
+	case SFT, DPO, KTO, Margin:
 		return o, nil
 	}
-	return "", fmt.Errorf("unknown objective %q (sft, dpo or kto)", s)
+	return "", fmt.Errorf("unknown objective %q (sft, dpo, margin or kto)", s)
 }
 
 // Penalty keeps the adapter near what it learned before, so that learning
@@ -87,7 +101,10 @@ type Example struct {
 // of every block's ffn_down with β 1 and a learning rate of 1e-3: on
 // stories260K and three name preferences (docs/performance.md, "MicroLoRA") that moved
 // the margin 6–8 nats in 32 DPO steps with perplexity within +1.7%, where
-// q and v moved it 3–5 nats for +2.5% and all layers 4–7 nats for +1.4%.
+// q and v moved it 3–5 nats for +2.5% and all layers 4–7 nats for +1.4%;
+// and Margin's γ is 2 nats, which kept the held-out margins of 13
+// preference sets above 0.7 nats, where γ 1.5 left 0.6 and γ 3 cost more
+// perplexity on every set (docs/microlora.md).
 type TrainOptions struct {
 	// Rank of every update; 0 means 2.
 	Rank int
@@ -109,6 +126,8 @@ type TrainOptions struct {
 	Lambda  float64
 	// Seed makes A's random start reproducible.
 	Seed uint64
+	// Margin is γ of the Margin objective, in nats; 0 means 2.
+	Margin float64
 }
 
 func (o *TrainOptions) fill() {
@@ -133,27 +152,39 @@ func (o *TrainOptions) fill() {
 	if o.Lambda == 0 {
 		o.Lambda = 1
 	}
+	if o.Margin == 0 {
+		o.Margin = 2
+	}
 }
 
-// param is one factor of the adapter, At (in, rank) or Bt (rank, out), as
-// Adam updates it: a gorgonia ValueGrad whose gradient each step copies in.
+// param is one factor of the adapter, At (in, rank) or Bt (rank, out),
+// with what the optimiser and the penalty keep of it.
 type param struct {
-	value, grad *tensor.Dense
+	// value holds the factor, the tensor the graphs' adapter nodes hold
+	// (F64 in a trainer checking gradients, F32 otherwise); grad its
+	// gradient, of the last step's loss.
+	value *tensor.Dense
+	grad  []float32
+	// m and v are Adam's first and second moment estimates.
+	m, v []float32
 	// anchor and weight are θ* and w of the penalty, nil without one.
 	anchor, weight []float32
 	// fisher sums squared gradients since the last Consolidate.
 	fisher []float32
 }
 
-func (p *param) Value() G.Value         { return p.value }
-func (p *param) Grad() (G.Value, error) { return p.grad, nil }
-func (p *param) data() []float32        { return p.value.Data().([]float32) }
-func (p *param) gradData() []float32    { return p.grad.Data().([]float32) }
-func newParam(rows, cols int, data []float32) *param {
-	return &param{
-		value: tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data)),
-		grad:  tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(make([]float32, rows*cols))),
+func (p *param) data() []float32 { return p.value.Data().([]float32) }
+
+func newParam(rows, cols int, data []float32, dt tensor.Dtype) *param {
+	p := &param{grad: make([]float32, rows*cols), m: make([]float32, rows*cols), v: make([]float32, rows*cols)}
+	if dt == tensor.Float64 {
+		d := make([]float64, len(data))
+		convert(d, data)
+		p.value = tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(d))
+	} else {
+		p.value = tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(data))
 	}
+	return p
 }
 
 // update is one target's factors.
@@ -169,8 +200,11 @@ type Trainer struct {
 	m       *Model
 	opt     TrainOptions
 	updates []*update // sorted by target name
-	params  []G.ValueGrad
-	solver  *G.AdamSolver
+	params  []*param
+	// dt is the element type of the graphs: F32, or F64 in a trainer
+	// made to check gradients (gradcheck_test.go), which only computes
+	// losses and gradients.
+	dt tensor.Dtype
 	// kl is KTO's running reference point z.
 	kl float64
 	// Steps counts the optimiser steps taken.
@@ -194,7 +228,7 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x7a11))
-	tr := &Trainer{m: m, opt: o}
+	tr := &Trainer{m: m, opt: o, dt: tensor.Float32}
 	for _, name := range names {
 		l := m.targets[name]
 		at := make([]float32, l.in*o.Rank)
@@ -209,10 +243,19 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 }
 
 // TrainerFrom continues training adapter a on m; o's Rank, Alpha and
-// Targets are taken from a.
+// Targets are taken from a, and the trainer's state (optimiser, penalty)
+// from a.Training.State when a carries one (State), so that training
+// continues exactly where it stopped. A state that does not fit a's
+// factors is an error wrapping lora.ErrInvalid.
 func TrainerFrom(m *Model, a *lora.Adapter, o TrainOptions) (*Trainer, error) {
+	return trainerFrom(m, a, o, tensor.Float32, true)
+}
+
+// trainerFrom is TrainerFrom with graphs computing in dt, restoring the
+// trainer state a carries (a.Training.State) when restore is set.
+func trainerFrom(m *Model, a *lora.Adapter, o TrainOptions, dt tensor.Dtype, restore bool) (*Trainer, error) {
 	o.fill()
-	tr := &Trainer{m: m, opt: o}
+	tr := &Trainer{m: m, opt: o, dt: dt}
 	for _, t := range a.Targets() {
 		l, ok := m.targets[t.Name]
 		if !ok || l.in != t.In || l.out != t.Out {
@@ -223,12 +266,91 @@ func TrainerFrom(m *Model, a *lora.Adapter, o TrainOptions) (*Trainer, error) {
 	}
 	tr.opt.Alpha = a.Alpha
 	tr.finish()
+	if restore && a.Training != nil && a.Training.State != nil {
+		if err := tr.restore(a.Training.State); err != nil {
+			return nil, fmt.Errorf("gorgonia: adapter %q: %w: %w", a.Name, lora.ErrInvalid, err)
+		}
+	}
 	return tr, nil
+}
+
+// The trainer's state saved with an adapter (lora.TrainState): per factor
+// (NAME.a and NAME.b, NAME the target's GGUF name) Adam's moments (.m,
+// .v), the Fisher sums since the last Consolidate (.fisher) and the
+// penalty's anchor and weights (.anchor, .weight) when it has them; and
+// the scalars adam.step, fisher.n and kto.kl.
+const (
+	stateStep    = "adam.step"
+	stateFisherN = "fisher.n"
+	stateKL      = "kto.kl"
+)
+
+// stateArrays are the arrays of a param's state by their key suffix.
+func (p *param) stateArrays() map[string]*[]float32 {
+	return map[string]*[]float32{".m": &p.m, ".v": &p.v, ".fisher": &p.fisher, ".anchor": &p.anchor, ".weight": &p.weight}
+}
+
+// paramNames names the params as the state does.
+func (tr *Trainer) paramNames() []string {
+	names := make([]string, 0, len(tr.params))
+	for _, u := range tr.updates {
+		names = append(names, u.target.name+".a", u.target.name+".b")
+	}
+	return names
+}
+
+// State is a copy of the trainer's state beside the factors: what
+// TrainerFrom needs of an adapter to continue training exactly where this
+// trainer is, rather than with a new optimiser and penalty.
+func (tr *Trainer) State() *lora.TrainState {
+	st := &lora.TrainState{Arrays: map[string][]float32{}, Scalars: map[string]float64{
+		stateStep: float64(tr.Steps), stateFisherN: float64(tr.fisherN), stateKL: tr.kl,
+	}}
+	for i, name := range tr.paramNames() {
+		for suffix, xs := range tr.params[i].stateArrays() {
+			if *xs != nil {
+				st.Arrays[name+suffix] = slices.Clone(*xs)
+			}
+		}
+	}
+	return st
+}
+
+// restore sets the trainer's state from st, refusing arrays of other
+// sizes than the factors' or of factors it does not have.
+func (tr *Trainer) restore(st *lora.TrainState) error {
+	known := map[string]bool{}
+	for i, name := range tr.paramNames() {
+		p := tr.params[i]
+		for suffix, xs := range p.stateArrays() {
+			key := name + suffix
+			known[key] = true
+			v, ok := st.Arrays[key]
+			if !ok {
+				continue
+			}
+			if len(v) != len(p.grad) {
+				return fmt.Errorf("the trainer state %s has %d values for a factor of %d", key, len(v), len(p.grad))
+			}
+			*xs = slices.Clone(v)
+		}
+	}
+	for key := range st.Arrays {
+		if !known[key] {
+			return fmt.Errorf("the trainer state %s names no factor of the adapter", key)
+		}
+	}
+	step, fisherN := st.Scalars[stateStep], st.Scalars[stateFisherN]
+	if step < 0 || step != math.Trunc(step) || fisherN < 0 || fisherN != math.Trunc(fisherN) {
+		return fmt.Errorf("the trainer state's counts %v and %v are not counts", step, fisherN)
+	}
+	tr.Steps, tr.fisherN, tr.kl = int(step), int(fisherN), st.Scalars[stateKL]
+	return nil
 }
 
 func (tr *Trainer) add(l *linear, at, bt []float32, scale float32) {
 	r := len(at) / l.in
-	tr.updates = append(tr.updates, &update{target: l, at: newParam(l.in, r, at), bt: newParam(r, l.out, bt), scale: scale})
+	tr.updates = append(tr.updates, &update{target: l, at: newParam(l.in, r, at, tr.dt), bt: newParam(r, l.out, bt, tr.dt), scale: scale})
 }
 
 func (tr *Trainer) finish() {
@@ -236,7 +358,6 @@ func (tr *Trainer) finish() {
 	for _, u := range tr.updates {
 		tr.params = append(tr.params, u.at, u.bt)
 	}
-	tr.solver = G.NewAdamSolver(G.WithLearnRate(tr.opt.LearningRate))
 	tr.graphs = map[string]*stepGraph{}
 }
 
@@ -317,14 +438,16 @@ var ErrBadExample = errors.New("gorgonia: bad training example")
 
 // check refuses an example the objective cannot train on.
 func (tr *Trainer) check(obj Objective, ex *Example) error {
-	if err := tr.checkExample(obj, ex); err != nil {
+	if err := checkExample(tr.m.cfg, obj, ex); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadExample, err)
 	}
 	return nil
 }
 
-func (tr *Trainer) checkExample(obj Objective, ex *Example) error {
-	vocab := tr.m.cfg.VocabSize
+// checkExample refuses an example a model of cfg cannot train on: one
+// outside its vocabulary or context, or without what obj compares.
+func checkExample(cfg *models.Config, obj Objective, ex *Example) error {
+	vocab := cfg.VocabSize
 	if len(ex.Prompt) == 0 {
 		return errors.New("gorgonia: an example needs a prompt of at least one token")
 	}
@@ -336,12 +459,12 @@ func (tr *Trainer) checkExample(obj Objective, ex *Example) error {
 		}
 	}
 	switch {
-	case len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)) > tr.m.cfg.ContextLength:
-		return fmt.Errorf("gorgonia: an example of %d tokens is longer than the context of %d", len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)), tr.m.cfg.ContextLength)
+	case len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)) > cfg.ContextLength:
+		return fmt.Errorf("gorgonia: an example of %d tokens is longer than the context of %d", len(ex.Prompt)+max(len(ex.Chosen), len(ex.Rejected)), cfg.ContextLength)
 	case obj == SFT && len(ex.Chosen) == 0:
 		return errors.New("gorgonia: SFT needs a chosen completion")
-	case obj == DPO && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
-		return errors.New("gorgonia: DPO needs a chosen and a rejected completion")
+	case (obj == DPO || obj == Margin) && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
+		return fmt.Errorf("gorgonia: %s needs a chosen and a rejected completion", obj)
 	case obj == KTO && ex.Rating > 0 && len(ex.Chosen) == 0, obj == KTO && ex.Rating < 0 && len(ex.Rejected) == 0:
 		return errors.New("gorgonia: KTO needs the rated completion")
 	case obj == KTO && ex.Rating == 0 && (len(ex.Chosen) == 0 || len(ex.Rejected) == 0):
@@ -413,7 +536,7 @@ func (tr *Trainer) Prepare(obj Objective, ex Example) (Scored, error) {
 
 // Step takes one Adam step on the mean loss of the examples (prepared for
 // obj) plus the penalty, and returns that loss (the objective's mean and
-// the penalty).
+// the penalty). A loss of no gradient (anyGradient) takes no step.
 func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error) {
 	if len(batch) == 0 {
 		return 0, errors.New("gorgonia: a step needs examples")
@@ -424,17 +547,15 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 	}
 	loss += tr.penalize()
 	for _, p := range tr.params {
-		pp := p.(*param)
-		for i, g := range pp.gradData() {
+		for i, g := range p.grad {
 			if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
 				return 0, fmt.Errorf("gorgonia: the gradient is not finite (entry %d)", i)
 			}
 		}
 	}
-	if err := tr.solver.Step(tr.params); err != nil {
-		return 0, err
+	if tr.anyGradient() {
+		tr.adam()
 	}
-	tr.Steps++
 	if obj == KTO {
 		tr.updateKL(batch)
 	}
@@ -448,7 +569,7 @@ func (tr *Trainer) Step(obj Objective, batch []Scored) (loss float64, err error)
 // graphs of each rather than compiling one of the combination.
 func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
 	for _, p := range tr.params {
-		clear(p.(*param).gradData())
+		clear(p.grad)
 	}
 	loss := 0.0
 	w := 1 / float32(len(batch))
@@ -459,16 +580,15 @@ func (tr *Trainer) gradients(obj Objective, batch []Scored) (float64, error) {
 		}
 		loss += out[0] / float64(len(batch))
 		for j, g := range grads {
-			kernels.Axpy(w, g, tr.params[j].(*param).gradData())
+			kernels.Axpy(w, g.Data().([]float32), tr.params[j].grad)
 		}
 	}
 	for _, p := range tr.params {
-		pp := p.(*param)
-		if pp.fisher == nil {
-			pp.fisher = make([]float32, len(pp.gradData()))
+		if p.fisher == nil {
+			p.fisher = make([]float32, len(p.grad))
 		}
-		for j, x := range pp.gradData() {
-			pp.fisher[j] += x * x
+		for j, x := range p.grad {
+			p.fisher[j] += x * x
 		}
 	}
 	tr.fisherN++
@@ -507,11 +627,11 @@ func (tr *Trainer) penalize() float64 {
 	lambda := tr.opt.Lambda
 	pen := 0.0
 	for _, p := range tr.params {
-		pp := p.(*param)
+		pp := p
 		if pp.anchor == nil {
 			continue
 		}
-		g := pp.gradData()
+		g := pp.grad
 		for i, x := range pp.data() {
 			d := float64(x - pp.anchor[i])
 			w := 1.0
@@ -543,7 +663,7 @@ func (tr *Trainer) Consolidate() {
 	}
 	total, count := 0.0, 0
 	for _, p := range tr.params {
-		pp := p.(*param)
+		pp := p
 		pp.anchor = slices.Clone(pp.data())
 		for _, f := range pp.fisher {
 			total += float64(f)
@@ -552,7 +672,7 @@ func (tr *Trainer) Consolidate() {
 	}
 	mean := total / float64(max(count, 1))
 	for _, p := range tr.params {
-		pp := p.(*param)
+		pp := p
 		pp.weight = nil
 		if tr.opt.Penalty == EWC && mean > 0 {
 			pp.weight = make([]float32, len(pp.data()))
@@ -565,4 +685,43 @@ func (tr *Trainer) Consolidate() {
 		clear(pp.fisher)
 	}
 	tr.fisherN = 0
+}
+
+// anyGradient reports whether any factor has a gradient: a step without
+// one (a Margin batch whose pairs all meet their targets, no penalty) is
+// not taken, so that Adam's momentum does not carry the adapter past what
+// the feedback asked for.
+func (tr *Trainer) anyGradient() bool {
+	for _, p := range tr.params {
+		for _, g := range p.grad {
+			if g != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The optimiser is Adam (Kingma and Ba, 2015) with Gorgonia's AdamSolver's
+// constants, written out so that its moments are the trainer's own state,
+// saved with the adapter (TrainState) and restored with it.
+const adamBeta1, adamBeta2, adamEps = 0.9, 0.999, 1e-8
+
+// adam takes one step on every param by its grad: the moments move
+// towards the gradient and its square, and each factor by −lr·m̂/(√v̂ + ε),
+// m̂ and v̂ the moments corrected for their zero start.
+func (tr *Trainer) adam() {
+	tr.Steps++
+	t := float64(tr.Steps)
+	c1, c2 := 1-math.Pow(adamBeta1, t), 1-math.Pow(adamBeta2, t)
+	lr := tr.opt.LearningRate
+	for _, p := range tr.params {
+		w := p.data()
+		for i, g := range p.grad {
+			m := adamBeta1*float64(p.m[i]) + (1-adamBeta1)*float64(g)
+			v := adamBeta2*float64(p.v[i]) + (1-adamBeta2)*float64(g)*float64(g)
+			p.m[i], p.v[i] = float32(m), float32(v)
+			w[i] -= float32(lr * (m / c1) / (math.Sqrt(v/c2) + adamEps))
+		}
+	}
 }

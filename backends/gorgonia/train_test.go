@@ -2,10 +2,13 @@ package gorgonia
 
 import (
 	"math"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/kernels"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
@@ -24,12 +27,13 @@ func tinyModel(t *testing.T) (*models.Model, *Model) {
 }
 
 // randomTrainer continues a random adapter (B not zero, so every factor
-// has a gradient) of the q, v and down projections.
+// has a gradient) of the q, v and down projections and the output
+// projection.
 func randomTrainer(t *testing.T, m *models.Model, model *Model, o TrainOptions) *Trainer {
 	t.Helper()
 	var names []string
 	for _, n := range m.Config.Architecture().Linear(m.Config) {
-		if r, l, _ := models.ParseTensorName(n); l >= 0 && (r == models.AttnQ || r == models.AttnV || r == models.FFNDown) {
+		if r, l, _ := models.ParseTensorName(n); (l >= 0 && (r == models.AttnQ || r == models.AttnV || r == models.FFNDown)) || r == models.Output {
 			names = append(names, n)
 		}
 	}
@@ -42,55 +46,6 @@ func randomTrainer(t *testing.T, m *models.Model, model *Model, o TrainOptions) 
 		t.Fatal(err)
 	}
 	return tr
-}
-
-// TestGradientsMatchFiniteDifferences checks Gorgonia's gradients of each
-// objective against central differences of the loss, entry by entry.
-func TestGradientsMatchFiniteDifferences(t *testing.T) {
-	m, model := tinyModel(t)
-	ex := Example{Prompt: []tokenizer.ID{1, 17, 42, 7}, Chosen: []tokenizer.ID{99, 3}, Rejected: []tokenizer.ID{250}, Rating: 1}
-	for _, obj := range []Objective{SFT, DPO, KTO} {
-		t.Run(string(obj), func(t *testing.T) {
-			tr := randomTrainer(t, m, model, TrainOptions{})
-			s, err := tr.Prepare(obj, ex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Move away from the reference so DPO's and KTO's terms are
-			// not at their symmetric point.
-			for _, p := range tr.params {
-				d := p.(*param).data()
-				for i := range d {
-					d[i] *= 1.5
-				}
-			}
-			if _, err := tr.gradients(obj, []Scored{s}); err != nil {
-				t.Fatal(err)
-			}
-			worst := 0.0
-			for pi, p := range tr.params {
-				pp := p.(*param)
-				grad := append([]float32(nil), pp.gradData()...)
-				for _, i := range []int{0, len(grad) / 3, len(grad) - 1} {
-					const h = 1e-2
-					x := pp.data()[i]
-					pp.data()[i] = x + h
-					up, _ := tr.gradients(obj, []Scored{s})
-					pp.data()[i] = x - h
-					down, _ := tr.gradients(obj, []Scored{s})
-					pp.data()[i] = x
-					num := (up - down) / (2 * h)
-					diff := math.Abs(num - float64(grad[i]))
-					scale := max(math.Abs(num), 1e-3)
-					worst = max(worst, diff/scale)
-					if diff > 0.05*scale+1e-4 {
-						t.Errorf("param %d entry %d: gradient %.6g, finite difference %.6g", pi, i, grad[i], num)
-					}
-				}
-			}
-			t.Logf("largest relative gradient error %.3g", worst)
-		})
-	}
 }
 
 // TestScoreMatchesNativeBackend checks the trainer's log p(completion) under
@@ -164,5 +119,101 @@ func TestCachedGraphsRefill(t *testing.T) {
 	}
 	if gc != wc || gr != wr {
 		t.Errorf("reused graph: log p %v, %v; fresh graph: %v, %v", gc, gr, wc, wr)
+	}
+}
+
+// TestTrainerStateRestores checks that a trainer continued from an adapter
+// carrying its state (Trainer.State, as a MicroLoRA saves it) takes
+// exactly the steps the trainer it was saved from takes, where one
+// continued without the state (a new optimiser) does not.
+func TestTrainerStateRestores(t *testing.T) {
+	m := testmodel.Load(t, testmodel.Synth(t, "tiny-llama3", "F32"))
+	model, err := NewModel(m.File, m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := []Example{
+		{Prompt: []tokenizer.ID{1, 17, 42, 7}, Chosen: []tokenizer.ID{99, 3}, Rejected: []tokenizer.ID{250}, Rating: 1},
+		{Prompt: []tokenizer.ID{1, 8, 9}, Chosen: []tokenizer.ID{7}, Rejected: []tokenizer.ID{31, 5}, Rating: -1},
+		{Prompt: []tokenizer.ID{1, 300, 12, 4, 4}, Chosen: []tokenizer.ID{61}, Rejected: []tokenizer.ID{62}, Rating: 1},
+	}
+	cases := []struct {
+		obj     Objective
+		penalty Penalty
+	}{
+		{DPO, NoPenalty},
+		{KTO, NoPenalty},
+		{DPO, L2Anchor},
+		{DPO, EWC},
+	}
+	for _, c := range cases {
+		t.Run(string(c.obj)+"/"+string(c.penalty), func(t *testing.T) {
+			o := TrainOptions{Targets: []string{"q", "down"}, Penalty: c.penalty, Lambda: 3, Seed: 4}
+			// steps runs n steps of tr from the i-th example on, with a
+			// Consolidate after the second, and returns the losses.
+			steps := func(tr *Trainer, i, n int) []float64 {
+				var losses []float64
+				for k := i; k < i+n; k++ {
+					s, err := tr.Prepare(c.obj, examples[k%len(examples)])
+					if err != nil {
+						t.Fatal(err)
+					}
+					loss, err := tr.Step(c.obj, []Scored{s})
+					if err != nil {
+						t.Fatal(err)
+					}
+					losses = append(losses, loss)
+					if k == 1 {
+						tr.Consolidate()
+					}
+				}
+				return losses
+			}
+			whole, err := NewTrainer(model, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := steps(whole, 0, 6)[3:]
+			first, err := NewTrainer(model, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps(first, 0, 3)
+			saved, err := first.Adapter("x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Through a file, as a restarted server reads it.
+			saved.Training = &lora.Training{Version: 4, Updates: 3, State: first.State()}
+			path := filepath.Join(t.TempDir(), "x.gguf")
+			if err := saved.WriteGGUF(path, kernels.F32); err != nil {
+				t.Fatal(err)
+			}
+			read, err := lora.Load(path, m.Config, m.File)
+			if err != nil {
+				t.Fatal(err)
+			}
+			restored, err := TrainerFrom(model, read, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := steps(restored, 3, 3)
+			read.Training.State = nil
+			fresh, err := TrainerFrom(model, read, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			without := steps(fresh, 3, 3)
+			t.Logf("losses of steps 4-6: uninterrupted %.6g, restored %.6g, without the state %.6g", want, got, without)
+			if !slices.Equal(got, want) {
+				t.Errorf("restored with its state, the trainer's losses are %v, want %v", got, want)
+			}
+			if slices.Equal(without, want) {
+				t.Errorf("without its state the trainer took the same steps: the state is not needed?")
+			}
+			if restored.Steps != whole.Steps {
+				t.Errorf("%d steps counted after the restart, %d without one", restored.Steps, whole.Steps)
+			}
+		})
 	}
 }

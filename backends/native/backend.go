@@ -177,7 +177,7 @@ func newBackend(f *gguf.File, cfg *models.Config, opt backends.Options, sparsely
 		b.rotary[i].sin = make([]float32, b.maxBatch*cfg.RopeDim/2)
 	}
 	if !opt.NoRepack {
-		w.repack(b.pool)
+		w.repack(b.pool, f, w.global.mat(models.TokenEmbd))
 	}
 	return b, nil
 }

@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -203,6 +204,57 @@ func BenchmarkRepack(b *testing.B) {
 				for _, noRepack := range []bool{false, true} {
 					be, _, _ := openFile(b, path, backends.Options{Threads: 1, KVTokens: 256, NoRepack: noRepack})
 					benchPromptAndDecode(b, be, fmt.Sprintf("norepack=%v", noRepack))
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBatch measures the cost of a decode step of n sequences (a token
+// each, as a server decoding n requests at once) against a step of one, on
+// one thread: each iteration runs a step of one sequence and a step of n,
+// one after the other, so that the machine's drift hits both alike, timed
+// by the wall clock and by the thread's CPU time (which other work on a
+// shared machine disturbs far less). It reports ms per step of each and
+// x-one, the n-step's time over the one-step's (n/x-one is what n streams
+// gain over one), by both clocks.
+func BenchmarkBatch(b *testing.B) {
+	const ctx = 256
+	for _, shape := range []string{"llama-134m", "tinyllama-1.1b"} {
+		for _, ft := range []string{"Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"} {
+			b.Run(shape+"-"+ft, func(b *testing.B) {
+				be, _, _ := openFile(b, testmodel.Synth(b, shape, ft), backends.Options{Threads: 1, KVTokens: 32 * ctx})
+				vocab := be.Model().VocabSize
+				var steps []backends.Step
+				for range 17 {
+					s := newSeq(b, be, backends.SequenceOptions{MaxLen: ctx})
+					b.Cleanup(func() { s.Close() })
+					steps = append(steps, backends.Step{Seq: s, Tokens: []tokenizer.ID{1}, Logits: make([]float32, vocab)})
+				}
+				for _, n := range []int{2, 4, 8, 16} {
+					b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						one, many := steps[:1], steps[1:1+n]
+						var took, cpu [2]time.Duration
+						for b.Loop() {
+							for i, batch := range [][]backends.Step{one, many} {
+								for _, st := range batch {
+									if st.Seq.Len() == ctx {
+										st.Seq.Reset()
+									}
+								}
+								start, c := time.Now(), threadCPU()
+								forward(b, be, batch...)
+								took[i] += time.Since(start)
+								cpu[i] += threadCPU() - c
+							}
+						}
+						b.ReportMetric(cpu[0].Seconds()*1e3/float64(b.N), "cpu-ms/step-1")
+						b.ReportMetric(cpu[1].Seconds()*1e3/float64(b.N), "cpu-ms/step-n")
+						b.ReportMetric(cpu[1].Seconds()/cpu[0].Seconds(), "cpu-x-one")
+						b.ReportMetric(took[1].Seconds()/took[0].Seconds(), "x-one")
+					})
 				}
 			})
 		}

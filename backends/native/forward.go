@@ -195,7 +195,8 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 // product. A channel-major matrix of a sparsified file thresholds its input
 // first (the adapters see it whole): a single token's product skips the
 // zeroed inputs' columns, several tokens run the dense kernels over its
-// rows packed back.
+// rows packed back. A matrix with a packed copy (repack) is read only
+// there: one token by the packed mat-vec, several by the packed product.
 func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []float32, runs []adapterRun) {
 	x, out = x[:n*w.cols], out[:n*w.rows]
 	if b.inputs != nil && w.layer >= 0 {
@@ -213,6 +214,8 @@ func (b *Backend) linear(w *matrix, x []float32, n int, out []float32, bias []fl
 		w.sparse.MatMul(b.pool, x, n, w.threshold, out, &b.buf.sparse)
 	case n == 1 && w.packed != nil:
 		kernels.MatVecInterleaved(b.pool, w.typ, w.packed, w.rows, w.cols, xw, out, b.buf.quant)
+	case w.packed != nil:
+		kernels.MatMulInterleaved(b.pool, w.typ, w.packed, w.rows, w.cols, xw, n, out, b.buf.quant)
 	case n == 1:
 		kernels.MatVec(b.pool, w.typ, w.data, w.rows, w.cols, xw, out, b.buf.quant)
 	default:

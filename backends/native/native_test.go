@@ -412,15 +412,19 @@ func TestKVPoolFull(t *testing.T) {
 	}
 }
 
-// TestRepackDecodesTheSame decodes Q4_0 and Q4_K models with the packed copy of the
-// weights (the default) and with the file's layout only (NoRepack): every
-// logit must be equal to the bit, with one thread and with two.
+// TestRepackDecodesTheSame runs Q4_0, Q4_K and Q5_K models with the packed copy
+// of the weights (the default, which every product reads) and with the
+// file's layout only (NoRepack): a prompt, decode steps, and a batched
+// decode step of 5 sequences (a token each, after prompts of their own);
+// every logit must be equal to the bit, with one thread and with two.
 func TestRepackDecodesTheSame(t *testing.T) {
 	for _, m := range []testModel{
 		synthModel("tiny", "Q4_0", 0),
 		synthModel("tiny", "Q4_K_M", 0),
+		synthModel("tiny", "Q5_K_M", 0),
 		sharedModel(0, "models", "mini", "mini-llama-Q4_0.gguf"),
 		sharedModel(0, "models", "mini", "mini-llama-Q4_K_M.gguf"),
+		sharedModel(0, "models", "mini", "mini-llama-Q5_K_M.gguf"),
 	} {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/%dthreads", m.name, threads), func(t *testing.T) {
@@ -429,16 +433,29 @@ func TestRepackDecodesTheSame(t *testing.T) {
 				if n, none := countPacked(packed.w), countPacked(plain.w); n == 0 || none != 0 {
 					t.Fatalf("%d packed matrices by default, %d with NoRepack: want some and none", n, none)
 				}
-				_, want := alone(t, plain, promptA[:3], promptA[3:], 32)
-				_, got := alone(t, packed, promptA[:3], promptA[3:], 32)
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("logit %d: packed %v, file layout %v", i, got[i], want[i])
-					}
-				}
+				wantPrefill, want := alone(t, plain, promptA[:3], promptA[3:], 32)
+				gotPrefill, got := alone(t, packed, promptA[:3], promptA[3:], 32)
+				sameBits(t, "prompt", gotPrefill, wantPrefill)
+				sameBits(t, "decode", got, want)
+				sameBits(t, "batched decode", batchOf5(t, packed), batchOf5(t, plain))
 			})
 		}
 	}
+}
+
+// batchOf5 gives 5 sequences prompts of 1 to 5 tokens, then decodes a
+// token of each in one step, and returns that step's logits.
+func batchOf5(t *testing.T, b *Backend) []float32 {
+	vocab := b.Model().VocabSize
+	logits := make([]float32, 5*vocab)
+	var steps []backends.Step
+	for i := range 5 {
+		s := newSeq(t, b, backends.SequenceOptions{MaxLen: 32})
+		forward(t, b, backends.Step{Seq: s, Tokens: promptA[:i+1]})
+		steps = append(steps, backends.Step{Seq: s, Tokens: promptA[i+1 : i+2], Logits: logits[i*vocab : (i+1)*vocab]})
+	}
+	forward(t, b, steps...)
+	return logits
 }
 
 // countPacked is the number of matrices of w with a packed copy.

@@ -22,8 +22,9 @@ type matrix struct {
 	sparse    *sparse.Matrix
 	threshold float32
 	layer     int // the block, -1 for a whole-model matrix
-	// packed, if set, is data repacked for the one-token mat-vec
-	// (kernels.Interleave): decode reads it, several tokens read data.
+	// packed, if set, is data repacked with 8 rows side by side
+	// (kernels.Interleave): every product reads it, and data is left for
+	// the kernel to drop from memory (repack).
 	packed []byte
 }
 
@@ -345,12 +346,19 @@ func (w *weights) stacks() []*stack {
 // 4 KiB base pages: the packed copies start on one (offHeapBytes).
 const hugePage = 2 << 20
 
-// repack gives every matrix of a format with a packed layout (Q4_0, Q4_K)
-// a packed copy for the one-token mat-vec (kernels.MatVecInterleaved, about twice
-// as fast on one thread as MatVec and equal to the bit), spread over p. The
-// copies lie in one allocation on huge pages (offHeapBytes), each on a
-// cache line of its own.
-func (w *weights) repack(p *kernels.Pool) {
+// repack gives every matrix of a format with a packed layout (Q4_0, Q4_K,
+// Q5_K) a packed copy, spread over p: decode reads it with the packed
+// mat-vec (kernels.MatVecInterleaved, about twice as fast on one thread as
+// MatVec)
+// and batches and prompts with the packed product
+// (kernels.MatMulInterleaved), both equal to the bit to the file's kernels.
+// The copies lie in one allocation on huge pages (offHeapBytes), each on a
+// cache line of its own. As no product reads the file's bytes of a packed
+// matrix again, its pages are released from memory once it is copied
+// (gguf.File.ReleaseRange), so that the weights are resident once; the
+// rows of a token embedding that is also the output projection are still
+// looked up, and keep theirs.
+func (w *weights) repack(p *kernels.Pool, f *gguf.File, embd *matrix) {
 	var ms []*matrix
 	total := 0
 	for _, m := range w.matrices() {
@@ -373,6 +381,9 @@ func (w *weights) repack(p *kernels.Pool) {
 			at := kernels.InterleavedBytes(m.typ, r0, m.cols) // r0 is a multiple of 8
 			kernels.Interleave(m.typ, m.packed[at:at+kernels.InterleavedBytes(m.typ, r1-r0, m.cols)], m.data[r0*rb:r1*rb], r1-r0, m.cols)
 		}))
+		if m != embd {
+			f.ReleaseRange(m.data)
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -43,7 +42,7 @@ type benchResult struct {
 	KVBytesPerToken int64 `json:"kv_bytes_per_token"`
 }
 
-func runBench(args []string, stdout, stderr io.Writer) error {
+func runBench(e *env, args []string) error {
 	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--spec ngram|suffix|draft [--draft M.gguf] [--prompt TEXT] [--temp T --seed S]] [--json]")
 	src := addModelFlags(fs)
 	bf := addBackendFlags(fs, false)
@@ -66,7 +65,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	specPrompt := fs.String("prompt", "", "with --spec: the prompt of the A/B generations (text, tokenized as generate does; default: 16 random tokens per stream)")
 	temp := fs.Float64("temp", 0, "with --spec: the sampling temperature of the A/B generations (0: greedy)")
 	seed := fs.Int64("seed", 1, "with --spec and --temp: the seed of stream i is this + i")
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *cpuProfile != "" {
@@ -112,7 +111,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+	m, err := src.load(ctx, models.LoadOptions{Logger: e.log})
 	if err != nil {
 		return err
 	}
@@ -182,7 +181,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			t.TokensPerS = median(t.Samples)
 			results = append(results, t)
 			if !*asJSON {
-				fmt.Fprintf(stderr, "%s: %d threads, %s: %.2f tokens/s\n", m.ID(), t.Threads, t.Test, t.TokensPerS)
+				fmt.Fprintf(e.stderr, "%s: %d threads, %s: %.2f tokens/s\n", m.ID(), t.Threads, t.Test, t.TokensPerS)
 			}
 		}
 		if *concurrency > 0 {
@@ -211,10 +210,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 				b.Close()
 				return err
 			}
-			printTrainWhile(stdout, tw)
+			printTrainWhile(e.stdout, tw)
 		}
 		if specOn {
-			dm, db, err := sf.openDraft(m, b.Threads(), kvTokens)
+			dm, db, err := sf.openDraft(e.log, m, b.Threads(), kvTokens)
 			if err != nil {
 				b.Close()
 				return err
@@ -236,7 +235,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 					}
 					specs = append(specs, r)
 					if !*asJSON {
-						fmt.Fprintf(stderr, "%s: %s x%d spec %s: %.2f against %.2f tokens/s off (%.2fx), accept_rate %.2f\n",
+						fmt.Fprintf(e.stderr, "%s: %s x%d spec %s: %.2f against %.2f tokens/s off (%.2fx), accept_rate %.2f\n",
 							m.ID(), r.Test, c, r.Spec, r.TokensPerS, r.OffTokensPerS, r.Speedup, r.AcceptRate)
 					}
 				}
@@ -261,7 +260,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		b.Close()
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if conc == nil && turns == nil && specs == nil {
 			return enc.Encode(results)
@@ -271,28 +270,28 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(results) > 0 {
 		// The pool's figure after the last test (the largest context,
 		// when it is a tg test after -d).
-		fmt.Fprintf(stdout, "kv_bytes_per_token = %d\n", results[len(results)-1].KVBytesPerToken)
+		fmt.Fprintf(e.stdout, "kv_bytes_per_token = %d\n", results[len(results)-1].KVBytesPerToken)
 	}
-	fmt.Fprintf(stdout, "| model | size | params | threads | kv | test | t/s |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(e.stdout, "| model | size | params | threads | kv | test | t/s |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		test := r.Test
 		if r.Depth > 0 {
 			test += fmt.Sprintf(" @ d%d", r.Depth)
 		}
-		fmt.Fprintf(stdout, "| %s | %s | %.2f M | %d | %s | %s | %.2f |\n", m.ID(), humanBytes(r.ModelBytes), float64(r.ModelParams)/1e6, r.Threads, r.KV, test, r.TokensPerS)
+		fmt.Fprintf(e.stdout, "| %s | %s | %.2f M | %d | %s | %s | %.2f |\n", m.ID(), humanBytes(r.ModelBytes), float64(r.ModelParams)/1e6, r.Threads, r.KV, test, r.TokensPerS)
 	}
 	if len(conc) > 0 {
-		fmt.Fprintf(stdout, "\n| threads | streams | n_gen | aggregate t/s | per-stream t/s | vs 1 stream |\n|---|---|---|---|---|---|\n")
+		fmt.Fprintf(e.stdout, "\n| threads | streams | n_gen | aggregate t/s | per-stream t/s | vs 1 stream |\n|---|---|---|---|---|---|\n")
 		for _, r := range conc {
-			fmt.Fprintf(stdout, "| %d | %d | %d | %.2f | %.2f | %.2fx |\n", r.Threads, r.Streams, r.Gen, r.AggregateTPS, r.PerStreamTPS, r.AggregateTPS/r.SingleStreamTS)
+			fmt.Fprintf(e.stdout, "| %d | %d | %d | %.2f | %.2f | %.2fx |\n", r.Threads, r.Streams, r.Gen, r.AggregateTPS, r.PerStreamTPS, r.AggregateTPS/r.SingleStreamTS)
 		}
 	}
 	if len(turns) > 0 {
-		fmt.Fprintln(stdout)
-		printPrefixTurns(stdout, turns)
+		fmt.Fprintln(e.stdout)
+		printPrefixTurns(e.stdout, turns)
 	}
 	if len(specs) > 0 {
-		printSpecResults(stdout, specs)
+		printSpecResults(e.stdout, specs)
 	}
 	return nil
 }

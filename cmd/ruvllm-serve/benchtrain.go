@@ -51,7 +51,7 @@ func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, k
 	for i, it := range set.Train {
 		examples[i] = it.example(m.Tokenizer)
 	}
-	if err := micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.DPO, Example: examples[0]}); err != nil {
+	if err := micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.Margin, Example: examples[0]}); err != nil {
 		return res, err
 	}
 	for !micro.Idle() {
@@ -72,7 +72,7 @@ func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, k
 						default:
 						}
 						if micro.Idle() {
-							micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.DPO, Example: examples[i%len(examples)]})
+							micro.Submit(gorgonia.MicroEvent{Adapter: "bench", Objective: gorgonia.Margin, Example: examples[i%len(examples)]})
 						}
 						time.Sleep(time.Millisecond)
 					}
@@ -99,10 +99,18 @@ func benchTrainWhile(ctx context.Context, m *models.Model, b backends.Backend, k
 	return res, nil
 }
 
-// printTrainWhile prints the alternated measurements.
+// printTrainWhile prints the alternated measurements: the ratio of the
+// medians, and the median of the ratios of each training run to the idle
+// run just before it, which load from other processes, slower than one
+// pair of runs, moves less.
 func printTrainWhile(w io.Writer, r trainWhileResult) {
-	fmt.Fprintf(w, "\n%d streams, aggregate t/s with the MicroLoRA trainer idle: %.1f (%s); training: %.1f (%s); %+.1f%% (medians); %d updates\n",
-		r.Streams, median(r.Idle), floatsList(r.Idle), median(r.Training), floatsList(r.Training), 100*(median(r.Training)/median(r.Idle)-1), r.Updates)
+	ratios := make([]float64, min(len(r.Idle), len(r.Training)))
+	for i := range ratios {
+		ratios[i] = r.Training[i] / r.Idle[i]
+	}
+	fmt.Fprintf(w, "\n%d streams, aggregate t/s with the MicroLoRA trainer idle: %.1f (%s); training: %.1f (%s); %+.1f%% (medians), %.3fx (median of the %d paired ratios); %d updates\n",
+		r.Streams, median(r.Idle), floatsList(r.Idle), median(r.Training), floatsList(r.Training), 100*(median(r.Training)/median(r.Idle)-1),
+		median(ratios), len(ratios), r.Updates)
 }
 
 func floatsList(xs []float64) string {

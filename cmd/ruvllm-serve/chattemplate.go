@@ -17,7 +17,7 @@ func init() {
 	register("chat-template", "render a chat template for a list of messages", runChatTemplate)
 }
 
-func runChatTemplate(args []string, stdout, stderr io.Writer) error {
+func runChatTemplate(e *env, args []string) error {
 	fs := newFlags("chat-template", "--model PATH | --template FILE --messages FILE.json [--tools FILE.json] [--kwargs FILE.json] [--add-generation-prompt] [--bos-token S] [--eos-token S] [--date YYYY-MM-DD]")
 	model := fs.String("model", "", "GGUF file whose template (and BOS/EOS texts) are used")
 	tmpl := fs.String("template", "", "built-in name (chatml, llama3, mistral-v7, ...), template file (.jinja) or the Jinja text itself; overrides the model's")
@@ -29,7 +29,7 @@ func runChatTemplate(args []string, stdout, stderr io.Writer) error {
 	var bos, eos optString
 	fs.Var(&bos, "bos-token", "bos_token text (default: the model's, else empty)")
 	fs.Var(&eos, "eos-token", "eos_token text (default: the model's, else empty)")
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *msgFile == "" || (*model == "" && *tmpl == "") {
@@ -84,11 +84,11 @@ func runChatTemplate(args []string, stdout, stderr io.Writer) error {
 	in.AddGenerationPrompt = *addGen
 	var t *chat.Template
 	if *model != "" {
-		path, err := resolveModelFile(context.Background(), *model, "")
+		path, err := resolveModelFile(context.Background(), e.log, *model, "")
 		if err != nil {
 			return err
 		}
-		m, err := models.Load(path, models.LoadOptions{ChatTemplate: *tmpl, VocabOnly: true, Logger: logger})
+		m, err := models.Load(path, models.LoadOptions{ChatTemplate: *tmpl, VocabOnly: true, Logger: e.log})
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func runChatTemplate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.WriteString(stdout, out)
+	_, err = io.WriteString(e.stdout, out)
 	return err
 }
 

@@ -44,7 +44,7 @@ type stringList []string
 func (l *stringList) String() string     { return fmt.Sprint(*l) }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
-func runGenerate(args []string, stdout, stderr io.Writer) error {
+func runGenerate(e *env, args []string) error {
 	fs := newFlags("generate", "--model PATH --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop S ...] [--grammar F.gbnf | --json-schema F.json] [--lora A.gguf] [--top-probs K] [--json] [--threads T] [--spec ngram|suffix|draft|off] [--draft M.gguf]")
 	src := addModelFlags(fs)
 	prompt := fs.String("prompt", "", "the prompt, tokenized as llama-server does (BOS when the vocab asks for it, special tokens parsed)")
@@ -67,7 +67,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	bf := addBackendFlags(fs, true)
 	ctxLen := fs.Int("ctx", 0, "context length in tokens; 0 = prompt + n")
 	sf := addSpecFlags(fs, defaultSpec)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if err := sf.check(); err != nil {
@@ -75,7 +75,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	m, b, err := openModel(ctx, src, bf, backends.Options{})
+	m, b, err := openModel(ctx, e.log, src, bf, backends.Options{})
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	if len(promptIDs)+*n > maxLen {
 		return fmt.Errorf("prompt (%d tokens) + -n %d exceeds --ctx %d", len(promptIDs), *n, maxLen)
 	}
-	dm, db, err := sf.openDraft(m, b.Threads(), maxLen)
+	dm, db, err := sf.openDraft(e.log, m, b.Threads(), maxLen)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	defer gen.Close()
 	var sink session.Sink = session.Discard{}
 	if !*asJSON {
-		sink = textWriter{stdout}
+		sink = textWriter{e.stdout}
 	}
 	if err := gen.Run(ctx, sink); err != nil && err != session.ErrClientGone {
 		return err
@@ -175,18 +175,18 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 				out.Top = append(out.Top, step)
 			}
 		}
-		return json.NewEncoder(stdout).Encode(out)
+		return json.NewEncoder(e.stdout).Encode(out)
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintln(e.stdout)
 	promptTime, genTime := t.FirstToken.Sub(t.Started), t.Ended.Sub(t.FirstToken)
 	if t.FirstToken.IsZero() {
 		promptTime, genTime = t.Ended.Sub(t.Started), 0
 	}
 	// The first token is the prompt's: generation counts the rest.
-	fmt.Fprintf(stderr, "prompt: %d tokens in %.1f ms (%.1f tokens/s); generation: %d tokens in %.1f ms (%.1f tokens/s); %d threads\n",
+	fmt.Fprintf(e.stderr, "prompt: %d tokens in %.1f ms (%.1f tokens/s); generation: %d tokens in %.1f ms (%.1f tokens/s); %d threads\n",
 		len(promptIDs), ms(promptTime), rate(len(promptIDs), promptTime), res.Generated, ms(genTime), rate(max(res.Generated-1, 0), genTime), b.Threads())
 	if u := gen.Usage(); u.DraftedTokens > 0 {
-		fmt.Fprintf(stderr, "speculative (%s): %d tokens drafted, %d accepted (accept_rate %.2f)\n",
+		fmt.Fprintf(e.stderr, "speculative (%s): %d tokens drafted, %d accepted (accept_rate %.2f)\n",
 			sf.sourceName(), u.DraftedTokens, u.AcceptedTokens, float64(u.AcceptedTokens)/float64(u.DraftedTokens))
 	}
 	return nil

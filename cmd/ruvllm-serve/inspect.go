@@ -54,11 +54,11 @@ type inspectReport struct {
 	TotalBytes   uint64          `json:"tensor_bytes"`
 }
 
-func runInspect(args []string, stdout, stderr io.Writer) error {
+func runInspect(e *env, args []string) error {
 	fs := newFlags("inspect", "--model PATH [--json]")
 	model := fs.String("model", "", "GGUF file")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	pos, err := fs.parse(args, stdout)
+	pos, err := fs.parse(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	if *model == "" {
 		return fmt.Errorf("%w: --model PATH is required", errUsage)
 	}
-	if *model, err = resolveModelFile(context.Background(), *model, ""); err != nil {
+	if *model, err = resolveModelFile(context.Background(), e.log, *model, ""); err != nil {
 		return err
 	}
 	f, err := gguf.Open(*model)
@@ -106,11 +106,11 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		r.TotalBytes += t.Size
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	printInspect(stdout, f, &r)
+	printInspect(e.stdout, f, &r)
 	return nil
 }
 

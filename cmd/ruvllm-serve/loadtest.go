@@ -76,7 +76,7 @@ type turnRecord struct {
 	Hung bool `json:"hung,omitempty"`
 }
 
-func runLoadtest(args []string, stdout, stderr io.Writer) error {
+func runLoadtest(e *env, args []string) error {
 	fs := newFlags("loadtest", "[--url URL] [--sessions 8] [--turns 6] [--chats 1] [--user-words 150] [--first-words N] [--max-tokens 16] [--key mixed|header|user|prompt] [--records F.jsonl] [--failover F]")
 	lt := &loadTest{}
 	fs.StringVar(&lt.url, "url", "http://127.0.0.1:8080", "base URL of the server or load balancer (its /v1/chat/completions is called)")
@@ -95,7 +95,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&lt.think, "think", 0, "mean pause before each turn after a chat's first (exponentially distributed, as a user reads and types); 0: none, so that chats on one server tend to run in step")
 	records := fs.String("records", "", "write every request as a JSON line to this file as it ends")
 	failover := fs.String("failover", "", `file that holds "FROM TO [REPLICA]": a replica was killed between FROM and TO, Unix times in nanoseconds (read at the end); failures other than those of the requests in flight on it then are failover errors`)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	switch {
@@ -121,7 +121,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 	lt.run(context.Background())
 	wall := time.Since(start)
 	sum := summarize(lt.records, lt.turns)
-	fmt.Fprintln(stdout, sum.line(wall))
+	fmt.Fprintln(e.stdout, sum.line(wall))
 	if *failover != "" {
 		b, err := os.ReadFile(*failover)
 		if err != nil {
@@ -132,7 +132,7 @@ func runLoadtest(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--failover %s: %w", *failover, err)
 		}
 		fo := failoverOf(lt.records, k)
-		fmt.Fprintf(stdout, "after_kill=%d in_flight_failed=%d hung=%d failover_errors=%d\n", fo.after, fo.inFlightFailed, fo.hung, fo.errors)
+		fmt.Fprintf(e.stdout, "after_kill=%d in_flight_failed=%d hung=%d failover_errors=%d\n", fo.after, fo.inFlightFailed, fo.hung, fo.errors)
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/models/hub"
 )
 
@@ -37,7 +39,7 @@ func summaryField(t *testing.T, line, key string) string {
 func TestLoadtestRealServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	base, done := startServe(t, ctx, testServeConfig(t))
-	// serve reads the process logger until it returns; the next test sets it.
+	// The server stops before the test ends.
 	defer func() {
 		cancel()
 		<-done
@@ -45,8 +47,8 @@ func TestLoadtestRealServer(t *testing.T) {
 	waitHealthy(t, base)
 	var out bytes.Buffer
 	records := filepath.Join(t.TempDir(), "records.jsonl")
-	err := runLoadtest([]string{"--url", base, "--sessions", "2", "--turns", "3", "--user-words", "20", "--max-tokens", "4",
-		"--key", "header", "--records", records}, &out, io.Discard)
+	err := runLoadtest(&env{stdout: &out, stderr: io.Discard, log: zerolog.Nop()}, []string{"--url", base, "--sessions", "2", "--turns", "3", "--user-words", "20", "--max-tokens", "4",
+		"--key", "header", "--records", records})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,13 +120,13 @@ func TestLoadtestRequests(t *testing.T) {
 	hs := httptest.NewServer(f)
 	defer hs.Close()
 	var out bytes.Buffer
-	if err := runLoadtest([]string{"--url", hs.URL, "--sessions", "3", "--turns", "2", "--user-words", "5", "--first-words", "9", "--key", "mixed", "--think", "5ms"}, &out, io.Discard); err != nil {
+	if err := runLoadtest(&env{stdout: &out, stderr: io.Discard, log: zerolog.Nop()}, []string{"--url", hs.URL, "--sessions", "3", "--turns", "2", "--user-words", "5", "--first-words", "9", "--key", "mixed", "--think", "5ms"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := runLoadtest([]string{"--url", hs.URL, "--first-words", "-1"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+	if err := runLoadtest(quietEnv(), []string{"--url", hs.URL, "--first-words", "-1"}); !errors.Is(err, errUsage) {
 		t.Errorf("--first-words -1: %v, want a usage error", err)
 	}
-	if err := runLoadtest([]string{"--url", hs.URL, "--think", "-1s"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+	if err := runLoadtest(quietEnv(), []string{"--url", hs.URL, "--think", "-1s"}); !errors.Is(err, errUsage) {
 		t.Errorf("--think -1s: %v, want a usage error", err)
 	}
 	line := out.String()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/ruvllm/ruvllm/lora"
@@ -14,7 +13,7 @@ func init() {
 	register("lora-merge", "write a model with a LoRA adapter (PEFT directory or GGUF) merged into its weights", runLoRAMerge)
 }
 
-func runLoRAMerge(args []string, stdout, stderr io.Writer) error {
+func runLoRAMerge(e *env, args []string) error {
 	fs := newFlags("lora-merge", "--model BASE.gguf --adapter DIR|A.gguf --out MERGED.gguf [--type F16] [--scale S] [--threads T]")
 	in := fs.String("model", "", "base model")
 	adapter := fs.String("adapter", "", "LoRA adapter: a PEFT directory (adapter_config.json + adapter_model.safetensors) or a GGUF LoRA file")
@@ -22,7 +21,7 @@ func runLoRAMerge(args []string, stdout, stderr io.Writer) error {
 	typ := fs.String("type", "", "format of the updated weights (F32, F16, BF16, Q8_0, ...); default: each weight's own")
 	scale := fs.Float64("scale", 1, "multiplier of the adapter's updates (as a request's lora_scale)")
 	threads := addThreadsFlag(fs)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *in == "" || *adapter == "" || *out == "" {
@@ -48,7 +47,7 @@ func runLoRAMerge(args []string, stdout, stderr io.Writer) error {
 	if err := lora.Merge(f, a, *out, lora.MergeOptions{Type: *typ, Scale: float32(*scale), Threads: *threads}); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "merged %s adapter (rank %d, %d weights) into %s in %.1f s\n",
+	fmt.Fprintf(e.stderr, "merged %s adapter (rank %d, %d weights) into %s in %.1f s\n",
 		a.Format, a.Rank(), len(a.Targets()), *out, time.Since(start).Seconds())
 	return nil
 }

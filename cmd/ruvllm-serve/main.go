@@ -27,12 +27,21 @@ var version = "0.1.0-dev"
 // command is one subcommand: run gets the arguments after its name.
 type command struct {
 	summary string
-	run     func(args []string, stdout, stderr io.Writer) error
+	run     func(e *env, args []string) error
+}
+
+// env is what a command runs with: its output streams and the process's
+// logger, which runMain sets up once and hands to the command, so that
+// no code reads a logger from a package variable and a test gives each
+// command (and each server) a logger of its own.
+type env struct {
+	stdout, stderr io.Writer
+	log            zerolog.Logger
 }
 
 var commands = map[string]command{}
 
-func register(name, summary string, run func(args []string, stdout, stderr io.Writer) error) {
+func register(name, summary string, run func(e *env, args []string) error) {
 	commands[name] = command{summary: summary, run: run}
 }
 
@@ -73,8 +82,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
-	setupLogging(stderr)
-	if err := cmd.run(args, stdout, stderr); err != nil {
+	e := &env{stdout: stdout, stderr: stderr, log: newLogger(stderr)}
+	if err := cmd.run(e, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -123,9 +132,10 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "run 'ruvllm-serve COMMAND -h' for a command's flags")
 }
 
-// setupLogging writes human-readable logs to a terminal and JSON lines
-// otherwise, so that logs piped into a collector stay machine-readable.
-func setupLogging(stderr io.Writer) {
+// newLogger is the process's logger: human-readable logs on a terminal
+// and JSON lines otherwise, so that logs piped into a collector stay
+// machine-readable; RUVLLM_LOG sets the level.
+func newLogger(stderr io.Writer) zerolog.Logger {
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	var out io.Writer = stderr
 	if isTerminal(stderr) {
@@ -135,11 +145,8 @@ func setupLogging(stderr io.Writer) {
 	if l, err := zerolog.ParseLevel(os.Getenv("RUVLLM_LOG")); err == nil && os.Getenv("RUVLLM_LOG") != "" {
 		level = l
 	}
-	logger = zerolog.New(out).Level(level).With().Timestamp().Logger()
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }
-
-// logger is the process logger, set up by setupLogging.
-var logger = zerolog.Nop()
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

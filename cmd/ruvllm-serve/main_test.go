@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/internal/shared"
 )
@@ -16,6 +19,12 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	var out, errOut bytes.Buffer
 	code := runMain(args, &out, &errOut)
 	return out.String(), errOut.String(), code
+}
+
+// quietEnv is the env of a test that calls a command's functions itself
+// and checks what they return: it writes nothing.
+func quietEnv() *env {
+	return &env{stdout: io.Discard, stderr: io.Discard, log: zerolog.Nop()}
 }
 
 func TestUsageErrors(t *testing.T) {

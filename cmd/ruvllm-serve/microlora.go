@@ -13,18 +13,23 @@ import (
 
 // microFlags configure the MicroLoRA adapters trained from feedback.
 type microFlags struct {
-	on      bool
-	rank    int
-	targets string
-	cpu     float64
+	on        bool
+	rank      int
+	targets   string
+	cpu       float64
+	objective string
+	margin    float64
+	// max bounds the MicroLoRAs feedback creates, per model.
+	max int
 }
 
 // microSink hands a model's feedback to its MicroLoRA trainer: a pair or a
-// correction trains DPO (a correction of an empty completion SFT), a
-// rating KTO.
+// correction trains pairs (Margin by default; a correction of an empty
+// completion SFT), a rating KTO.
 type microSink struct {
 	model string
 	m     *gorgonia.MicroLoRA
+	pairs gorgonia.Objective
 }
 
 var _ session.AdapterTrainer = (*microSink)(nil)
@@ -33,7 +38,7 @@ func (s *microSink) Feedback(_ context.Context, fb *session.Feedback) error {
 	if fb.Model != s.model || fb.Adapter == "" {
 		return nil
 	}
-	ev := gorgonia.MicroEvent{Adapter: fb.Adapter, Objective: gorgonia.DPO,
+	ev := gorgonia.MicroEvent{Adapter: fb.Adapter, Objective: s.pairs,
 		Example: gorgonia.Example{Prompt: fb.Prompt, Chosen: fb.Chosen, Rejected: fb.Rejected, Rating: fb.Rating}}
 	switch {
 	case fb.Kind == session.FeedbackRating:
@@ -47,6 +52,8 @@ func (s *microSink) Feedback(_ context.Context, fb *session.Feedback) error {
 		return err
 	case errors.Is(err, gorgonia.ErrNotMicro), errors.Is(err, lora.ErrExists):
 		return fmt.Errorf("%w: %w", session.ErrFeedbackConflict, err)
+	case errors.Is(err, gorgonia.ErrTooMany):
+		return fmt.Errorf("%w: %w", session.ErrFeedbackLimit, err)
 	case errors.Is(err, gorgonia.ErrBusy):
 		return fmt.Errorf("%w: %w", session.ErrFeedbackBusy, err)
 	case errors.Is(err, gorgonia.ErrBadExample):
@@ -65,8 +72,9 @@ func (s *microSink) Training(model, adapter string) (lora.Training, bool) {
 // startMicroLoRA starts the trainer of a model's MicroLoRAs, published into
 // its adapter registry, and makes it the model's feedback sink.
 func startMicroLoRA(mf *microFlags, s *servedModel) {
-	o := gorgonia.MicroOptions{CPUShare: mf.cpu, Train: gorgonia.TrainOptions{Rank: mf.rank, Targets: strings.Split(mf.targets, ",")}}
+	o := gorgonia.MicroOptions{CPUShare: mf.cpu, Train: gorgonia.TrainOptions{Rank: mf.rank, Targets: strings.Split(mf.targets, ","), Margin: mf.margin},
+		MaxAdapters: mf.max}
 	s.micro = gorgonia.NewMicroLoRA(s.model.File, s.model.Config, s.api.Adapters, o)
-	s.api.Feedback = append(s.api.Feedback, &microSink{model: s.api.ID, m: s.micro})
-	logger.Info().Str("model", s.api.ID).Int("rank", mf.rank).Str("targets", mf.targets).Float64("cpu_share", mf.cpu).Msg("MicroLoRA adapters train from POST /v1/feedback")
+	s.api.Feedback = append(s.api.Feedback, &microSink{model: s.api.ID, m: s.micro, pairs: gorgonia.Objective(mf.objective)})
+	s.log.Info().Str("model", s.api.ID).Int("rank", mf.rank).Str("targets", mf.targets).Str("objective", mf.objective).Float64("cpu_share", mf.cpu).Int("max", mf.max).Msg("MicroLoRA adapters train from POST /v1/feedback")
 }

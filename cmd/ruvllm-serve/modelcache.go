@@ -17,10 +17,10 @@ func init() {
 // runList shows what pull (and --model, --hf, run with a Hugging Face
 // name) put in the cache, with the names that run, serve --model and rm
 // take.
-func runList(args []string, stdout, stderr io.Writer) error {
+func runList(e *env, args []string) error {
 	fs := newFlags("ls", "[--paths]")
 	paths := fs.Bool("paths", false, "show where each file is")
-	pos, err := fs.parse(args, stdout)
+	pos, err := fs.parse(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -34,10 +34,10 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(files) == 0 {
 		dir, _ := hub.DefaultCacheDir()
-		fmt.Fprintf(stderr, "the cache (%s) holds no model; fetch one with: ruvllm-serve pull OWNER/REPO[:QUANT]\n", dir)
+		fmt.Fprintf(e.stderr, "the cache (%s) holds no model; fetch one with: ruvllm-serve pull OWNER/REPO[:QUANT]\n", dir)
 		return nil
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 3, ' ', 0)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 3, ' ', 0)
 	header := "NAME\tSIZE\tMODIFIED"
 	if *paths {
 		header += "\tPATH"
@@ -62,9 +62,9 @@ func runList(args []string, stdout, stderr io.Writer) error {
 // except that a bare repository with several cached files must be made
 // precise. Paths outside the cache are refused: rm never deletes a user's
 // own files.
-func runRemove(args []string, stdout, stderr io.Writer) error {
+func runRemove(e *env, args []string) error {
 	fs := newFlags("rm", "NAME ...   (as ls shows it: OWNER/REPO/FILE.gguf; or OWNER/REPO[:QUANT], or a cached file's path)")
-	names, err := fs.parse(args, stdout)
+	names, err := fs.parse(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -74,8 +74,8 @@ func runRemove(args []string, stdout, stderr io.Writer) error {
 	c := &hub.Client{}
 	var failed error
 	for _, name := range names {
-		if err := removeCached(c, name, stdout); err != nil {
-			fmt.Fprintf(stderr, "ruvllm-serve rm: %v\n", err)
+		if err := removeCached(c, name, e.stdout); err != nil {
+			fmt.Fprintf(e.stderr, "ruvllm-serve rm: %v\n", err)
 			failed = errors.New("some models were not deleted")
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/native"
 	"github.com/ruvllm/ruvllm/models"
@@ -34,21 +36,21 @@ func addModelFlags(fs *flagSet) *modelSource {
 }
 
 // resolve returns the path of the model file, downloading it when needed.
-func (s *modelSource) resolve(ctx context.Context) (string, error) {
-	return resolveModelFile(ctx, *s.path, *s.hf)
+func (s *modelSource) resolve(ctx context.Context, log zerolog.Logger) (string, error) {
+	return resolveModelFile(ctx, log, *s.path, *s.hf)
 }
 
 // resolveModelFile returns the path of a model file named by its path, by
 // a Hugging Face file to pull (hf), or by neither (the default model),
 // downloading it when needed. A path that is no file but a Hugging Face
 // name (see hubName) is pulled as hf would be.
-func resolveModelFile(ctx context.Context, path, hf string) (string, error) {
+func resolveModelFile(ctx context.Context, log zerolog.Logger, path, hf string) (string, error) {
 	if path != "" {
 		if hf != "" {
 			return "", fmt.Errorf("%w: give --model or --hf, not both", errUsage)
 		}
 		if ref, ok := hubName(path); ok {
-			logger.Info().Str("model", ref.String()).Msg("no such file: pulling it from the Hugging Face Hub (or taking it from the cache)")
+			log.Info().Str("model", ref.String()).Msg("no such file: pulling it from the Hugging Face Hub (or taking it from the cache)")
 			return (&hub.Client{}).Pull(ctx, ref)
 		}
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -64,7 +66,7 @@ func resolveModelFile(ctx context.Context, path, hf string) (string, error) {
 		}
 		ref = r
 	} else {
-		logger.Info().Str("model", ref.String()).Msg("no --model given: using the default model")
+		log.Info().Str("model", ref.String()).Msg("no --model given: using the default model")
 	}
 	return (&hub.Client{}).Pull(ctx, ref)
 }
@@ -106,9 +108,9 @@ func hubName(s string) (hub.Ref, bool) {
 	return ref, !strings.HasSuffix(strings.ToLower(ref.Repo), ".gguf")
 }
 
-// load resolves and loads the model.
+// load resolves and loads the model, logging to o.Logger.
 func (s *modelSource) load(ctx context.Context, o models.LoadOptions) (*models.Model, error) {
-	path, err := s.resolve(ctx)
+	path, err := s.resolve(ctx, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +134,8 @@ func addBackendFlags(fs *flagSet, threads bool) *backendFlags {
 		name: fs.String("backend", "", "the backend that runs the model ("+strings.Join(backends.Names(), ", ")+
 			"; default: "+native.SparseBackend+" for a sparsified file, else "+backends.DefaultBackend+")"),
 		sparsity: fs.Float64("sparsity", -1, "run a sparsified file at this sparsity (0 … 0.99; 0 runs it dense) instead of the one it was calibrated for"),
-		noRepack: fs.Bool("no-repack", false, "keep only the file's layout of the weights: no interleaved copy of Q4_0 and Q4_K matrices "+
-			"for decode (less memory, slower decode), no stacking of a sparsified file's q, k, v and gate, up (slower sparse decode)"),
+		noRepack: fs.Bool("no-repack", false, "keep only the file's layout of the weights: no interleaved copy of Q4_0, Q4_K and Q5_K matrices "+
+			"in place of the file's (slower decode, batches and prompts), no stacking of a sparsified file's q, k, v and gate, up (slower sparse decode)"),
 	}
 	if threads {
 		bf.threads = addThreadsFlag(fs)
@@ -189,8 +191,8 @@ func (bf *backendFlags) choose(name string, m *models.Model) (string, float64, e
 // openModel is how a command gets its model running: it finds and loads the
 // model, then opens it on the chosen backend. The caller closes the backend,
 // then the model.
-func openModel(ctx context.Context, src *modelSource, bf *backendFlags, o backends.Options) (*models.Model, backends.Backend, error) {
-	m, err := src.load(ctx, models.LoadOptions{Logger: logger})
+func openModel(ctx context.Context, log zerolog.Logger, src *modelSource, bf *backendFlags, o backends.Options) (*models.Model, backends.Backend, error) {
+	m, err := src.load(ctx, models.LoadOptions{Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

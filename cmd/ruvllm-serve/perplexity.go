@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -18,7 +17,7 @@ func init() {
 	register("perplexity", "measure perplexity over a text file as llama-perplexity does", runPerplexity)
 }
 
-func runPerplexity(args []string, stdout, stderr io.Writer) error {
+func runPerplexity(e *env, args []string) error {
 	fs := newFlags("perplexity", "--model PATH --file TEXT.txt [--ctx N] [--lora A.gguf] [--kv f16|q8|q4|tiered] [--threads T]")
 	src := addModelFlags(fs)
 	file := fs.String("file", "", "text file to score")
@@ -27,7 +26,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	bf := addBackendFlags(fs, true)
 	adapterPath := fs.String("lora", "", "score with this LoRA adapter (a GGUF file or a PEFT directory)")
 	kf := addKVFlags(fs, defaultToolKV)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if err := kf.check(); err != nil {
@@ -44,7 +43,7 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	o := backends.Options{}
 	kf.apply(&o)
-	m, b, err := openModel(ctx, src, bf, o)
+	m, b, err := openModel(ctx, e.log, src, bf, o)
 	if err != nil {
 		return err
 	}
@@ -58,14 +57,14 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 	}
 	tokens := m.Tokenizer.Encode(string(text), tokenizer.EncodeOptions{AddSpecial: true})
 	res, err := perplexity(ctx, b, adapter, kf.precision, tokens, *nCtx, m.Tokenizer.Vocab().BOS, m.Tokenizer.Vocab().AddBOS, func(chunk int, ppl float64) {
-		fmt.Fprintf(stdout, "[%d]%.4f,", chunk+1, ppl)
+		fmt.Fprintf(e.stdout, "[%d]%.4f,", chunk+1, ppl)
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n%d chunks of %d tokens, %d tokens scored\n", res.chunks, *nCtx, res.scored)
-	fmt.Fprintf(stdout, "kv_bytes_per_token = %d\n", res.kvBytesPerToken)
-	fmt.Fprintf(stdout, "ppl = %.4f\n", math.Exp(res.nll/float64(res.scored)))
+	fmt.Fprintf(e.stdout, "\n%d chunks of %d tokens, %d tokens scored\n", res.chunks, *nCtx, res.scored)
+	fmt.Fprintf(e.stdout, "kv_bytes_per_token = %d\n", res.kvBytesPerToken)
+	fmt.Fprintf(e.stdout, "ppl = %.4f\n", math.Exp(res.nll/float64(res.scored)))
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/models/hub"
 	"github.com/ruvllm/ruvllm/session"
@@ -24,10 +26,10 @@ func init() {
 // runPull fetches a model before servers need it: several replicas that
 // share one cache would otherwise download the same file at once, into the
 // same partial file.
-func runPull(args []string, stdout, stderr io.Writer) error {
+func runPull(e *env, args []string) error {
 	fs := newFlags("pull", "[OWNER/REPO[:QUANT] | OWNER/REPO/FILE.gguf | hf.co/OWNER/REPO:QUANT ...] [--hf NAME]")
 	hf := fs.String("hf", "", hfHelp+" (default: "+hub.DefaultModel.String()+")")
-	names, err := fs.parse(args, stdout)
+	names, err := fs.parse(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -50,18 +52,18 @@ func runPull(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(stdout, path)
+		fmt.Fprintln(e.stdout, path)
 	}
 	return nil
 }
 
 // runHealth is the image's HEALTHCHECK: the runtime image has no shell and
 // no HTTP client but this binary.
-func runHealth(args []string, stdout, stderr io.Writer) error {
+func runHealth(e *env, args []string) error {
 	fs := newFlags("health", "[--url http://127.0.0.1:8080/health] [--timeout 3s]")
 	url := fs.String("url", "http://127.0.0.1:8080/health", "URL that must answer 200")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -86,7 +88,7 @@ func runHealth(args []string, stdout, stderr io.Writer) error {
 // of the Hugging Face Hub into the cache, as the pull command does, one
 // pull at a time (two pulls of one file would write the same partial
 // file). nil turns the route off (--pull=false).
-func pullFunc(on bool) ollama.PullFunc {
+func pullFunc(on bool, log zerolog.Logger) ollama.PullFunc {
 	if !on {
 		return nil
 	}
@@ -127,7 +129,7 @@ func pullFunc(on bool) ollama.PullFunc {
 			// The download was checked against it as it ended.
 			progress(ollama.PullProgress{Status: "verifying sha256 digest"})
 		}
-		logger.Info().Str("model", ref.String()).Str("path", path).Dur("took_ms", time.Since(start)).Msg("model pulled")
+		log.Info().Str("model", ref.String()).Str("path", path).Dur("took_ms", time.Since(start)).Msg("model pulled")
 		return nil
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/api/ollama"
 	"github.com/ruvllm/ruvllm/session"
 )
@@ -56,7 +58,7 @@ func TestPullFunc(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("HF_ENDPOINT", hubSrv.URL)
 	t.Setenv("RUVLLM_CACHE", cache)
-	pull := pullFunc(true)
+	pull := pullFunc(true, zerolog.Nop())
 	var got []ollama.PullProgress
 	progress := func(p ollama.PullProgress) { got = append(got, p) }
 	if err := pull(context.Background(), "hf.co/o/r/f.gguf", progress); err != nil {
@@ -81,7 +83,7 @@ func TestPullFunc(t *testing.T) {
 	if err := pull(context.Background(), "o/r/missing.gguf", progress); session.AsError(err).Status != 404 {
 		t.Errorf("missing: %v", err)
 	}
-	if pullFunc(false) != nil {
+	if pullFunc(false, zerolog.Nop()) != nil {
 		t.Error("--pull=false pulls")
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -16,14 +15,14 @@ func init() {
 	register("synth", "write a random-weight model of a real shape, for speed measurements", runSynth)
 }
 
-func runQuantize(args []string, stdout, stderr io.Writer) error {
+func runQuantize(e *env, args []string) error {
 	fs := newFlags("quantize", "--model IN.gguf --out OUT.gguf --type TYPE [--pure] [--threads T]")
 	in := fs.String("model", "", "model to convert")
 	out := fs.String("out", "", "file to write")
 	typ := fs.String("type", "", "target: "+fmt.Sprint(models.FileTypes()))
 	pure := fs.Bool("pure", false, "give every weight matrix the base type (no per-tensor mix)")
 	threads := addThreadsFlag(fs)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *in == "" || *out == "" || *typ == "" {
@@ -47,11 +46,11 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 	if err := models.QuantizeFile(f, *out, plan, *threads); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s (%s) in %.1f s\n", *out, ft.Name, time.Since(start).Seconds())
+	fmt.Fprintf(e.stderr, "wrote %s (%s) in %.1f s\n", *out, ft.Name, time.Since(start).Seconds())
 	return nil
 }
 
-func runSynth(args []string, stdout, stderr io.Writer) error {
+func runSynth(e *env, args []string) error {
 	fs := newFlags("synth", "--shape NAME [--arch A] --type TYPE --out F.gguf [--seed S] [--chat-template F.jinja] [--threads T]")
 	shape := fs.String("shape", "", "one of "+strings.Join(models.ShapeNames(), ", "))
 	arch := fs.String("arch", "", "the architecture to write the shape in ("+strings.Join(models.Architectures(), ", ")+"; default: the shape's own, llama)")
@@ -60,7 +59,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	template := fs.String("chat-template", "", "a chat template file to write as tokenizer.chat_template")
 	threads := addThreadsFlag(fs)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *shape == "" || *out == "" {
@@ -91,6 +90,6 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	if err := models.Synthesize(*out, s, ft, *seed, *threads); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s (%s, %s) in %.1f s\n", *out, s.Name, ft.Name, time.Since(start).Seconds())
+	fmt.Fprintf(e.stderr, "wrote %s (%s, %s) in %.1f s\n", *out, s.Name, ft.Name, time.Since(start).Seconds())
 	return nil
 }

@@ -19,7 +19,7 @@ func init() {
 
 const routeEvalSynopsis = "--trace PREFIX [--cost-weight W[,W...]] [--json] [--seed S] [--no-explore]"
 
-func runRouteEval(args []string, stdout, stderr io.Writer) error {
+func runRouteEval(e *env, args []string) error {
 	fs := newFlags("route-eval", routeEvalSynopsis)
 	prefix := fs.String("trace", "", "the trace: PREFIX.train.jsonl is learnt from, PREFIX.eval.jsonl replayed with bandit feedback")
 	weights := fs.String("cost-weight", "0", "W, the router maximises quality − W × cost; several, comma-separated, give the quality–cost curve")
@@ -32,7 +32,7 @@ func runRouteEval(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.MinSimilarity, "min-similarity", sona.DefaultMinSimilarity, "least cosine similarity of a neighbour")
 	fs.Float64Var(&o.ExploreRate, "explore-rate", sona.DefaultExploreRate, "share of decisions that may explore")
 	fs.Float64Var(&o.ExploreZ, "explore-z", sona.DefaultExploreZ, "standard deviations below the best an arm may be and still be explored")
-	pos, err := fs.parse(args, stdout)
+	pos, err := fs.parse(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -65,13 +65,13 @@ func runRouteEval(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "%s\n", b)
+			fmt.Fprintf(e.stdout, "%s\n", b)
 			continue
 		}
 		if i == 0 {
-			printTraceSummary(stdout, *prefix, len(train), len(eval), ev)
+			printTraceSummary(e.stdout, *prefix, len(train), len(eval), ev)
 		}
-		printEvaluation(stdout, ev)
+		printEvaluation(e.stdout, ev)
 	}
 	return nil
 }

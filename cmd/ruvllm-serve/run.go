@@ -28,11 +28,11 @@ const runSynopsis = "MODEL [PROMPT ...] [--system TEXT] [--temp T] [--top-k K] [
 
 // runRun is `run`: the model runs in this process, on an engine of its
 // own, through the session as the server's requests do.
-func runRun(args []string, stdout, stderr io.Writer) error {
+func runRun(e *env, args []string) error {
 	intr := make(chan os.Signal, 1)
 	signal.Notify(intr, os.Interrupt)
 	defer signal.Stop(intr)
-	return runChat(args, os.Stdin, stdout, stderr, intr)
+	return runChat(e, args, os.Stdin, intr)
 }
 
 // runOptions are run's flags.
@@ -94,8 +94,8 @@ func parseRunArgs(args []string, stdout io.Writer) (*runOptions, string, error) 
 
 // runChat is run with its standard input and interrupts given, so that
 // tests drive it: intr delivers Ctrl-C.
-func runChat(args []string, in io.Reader, stdout, stderr io.Writer, intr <-chan os.Signal) error {
-	o, prompt, err := parseRunArgs(args, stdout)
+func runChat(e *env, args []string, in io.Reader, intr <-chan os.Signal) error {
+	o, prompt, err := parseRunArgs(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,9 @@ func runChat(args []string, in io.Reader, stdout, stderr io.Writer, intr <-chan 
 	// The chat's screen is the terminal: the model's loading is told by
 	// warnings only, unless RUVLLM_LOG asks for more.
 	if os.Getenv("RUVLLM_LOG") == "" {
-		logger = logger.Level(zerolog.WarnLevel)
+		quiet := *e
+		quiet.log = e.log.Level(zerolog.WarnLevel)
+		e = &quiet
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,7 +134,7 @@ func runChat(args []string, in io.Reader, stdout, stderr io.Writer, intr <-chan 
 		case <-loaded:
 		}
 	}()
-	c, closeModel, err := openChat(ctx, o, stdout, stderr)
+	c, closeModel, err := openChat(ctx, e, o)
 	close(loaded)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -153,7 +155,7 @@ func runChat(args []string, in io.Reader, stdout, stderr io.Writer, intr <-chan 
 	lines, stop := readLines(in)
 	defer stop()
 	// Prompts only on a terminal: a script's output is the answers alone.
-	c.prompts = isTerminalReader(in) && isTerminal(stdout)
+	c.prompts = isTerminalReader(in) && isTerminal(e.stdout)
 	if prompt != "" {
 		// -i with a PROMPT: it opens the chat.
 		if err := c.turn(context.Background(), prompt, intr); err != nil {
@@ -166,18 +168,18 @@ func runChat(args []string, in io.Reader, stdout, stderr io.Writer, intr <-chan 
 
 // openChat finds and opens the model (pulling a Hugging Face name first),
 // starts its engine and readies the chat; closeModel undoes it.
-func openChat(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (c *chatSession, closeModel func(), err error) {
+func openChat(ctx context.Context, e *env, o *runOptions) (c *chatSession, closeModel func(), err error) {
 	if !isFile(o.model) {
 		if _, ok := hubName(o.model); !ok {
 			return nil, nil, fmt.Errorf("%w: %s is not a GGUF file, nor a Hugging Face name (OWNER/REPO[:QUANT], OWNER/REPO/FILE.gguf); "+
 				"run loads the model itself: to chat with a model a server serves, use the server's API", errUsage, o.model)
 		}
 	}
-	path, err := resolveModelFile(ctx, o.model, "")
+	path, err := resolveModelFile(ctx, e.log, o.model, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := models.Load(path, models.LoadOptions{ChatTemplate: o.template, Logger: logger})
+	m, err := models.Load(path, models.LoadOptions{ChatTemplate: o.template, Logger: e.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -218,8 +220,8 @@ func openChat(ctx context.Context, o *runOptions, stdout, stderr io.Writer) (c *
 	c = &chatSession{
 		models: ms, model: sm, file: m, maxLen: maxLen, threads: b.Threads(),
 		params: o.params, defaults: o.params, system: o.system, think: o.think.ptr(),
-		out: stdout, errOut: stderr, verbose: o.verbose,
-		color: isTerminal(stdout) && os.Getenv("NO_COLOR") == "",
+		out: e.stdout, errOut: e.stderr, verbose: o.verbose,
+		color: isTerminal(e.stdout) && os.Getenv("NO_COLOR") == "",
 	}
 	c.showThinking = c.color && !o.hideThinking
 	if m.TemplateSource == models.FallbackTemplate {

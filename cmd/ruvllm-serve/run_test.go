@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/internal/shared"
 	"github.com/ruvllm/ruvllm/session"
 )
@@ -34,7 +36,7 @@ func chatRun(t *testing.T, in io.Reader, intr chan os.Signal, args ...string) (s
 	if intr == nil {
 		intr = make(chan os.Signal)
 	}
-	err := runChat(args, in, &out, &errOut, intr)
+	err := runChat(&env{stdout: &out, stderr: &errOut, log: zerolog.Nop()}, args, in, intr)
 	return out.String(), errOut.String(), err
 }
 
@@ -207,7 +209,7 @@ func TestRunInterrupt(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- runChat([]string{stories, "-i", "--temp", "0", "--ctx", "2048", "--chat-template", concatTemplate}, lines, &out, &errOut, intr)
+		done <- runChat(&env{stdout: &out, stderr: &errOut, log: zerolog.Nop()}, []string{stories, "-i", "--temp", "0", "--ctx", "2048", "--chat-template", concatTemplate}, lines, intr)
 	}()
 	io.WriteString(write, "Once upon a time\n/show history\n")
 	waitFor(t, &out, "assistant: ")

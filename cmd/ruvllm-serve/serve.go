@@ -18,11 +18,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/api/responses"
 	"github.com/ruvllm/ruvllm/backends"
+	"github.com/ruvllm/ruvllm/backends/gorgonia"
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models/hub"
@@ -52,6 +54,8 @@ const maxAdapterMB = 1 << 20
 // serveConfig is the serve command's configuration, from flags and the
 // --config file.
 type serveConfig struct {
+	// log is the process's logger, which the server and its models log to.
+	log zerolog.Logger
 	// models are the models to serve, in order (the first is the
 	// default), from --model and the --config file's models; finishModels
 	// makes it the default model when none is given.
@@ -129,6 +133,7 @@ type llamaFlags struct {
 	slotSavePath string
 	anyModel     bool
 	publicModels bool
+	verbose      bool
 }
 
 // addLlamaFlags registers llama-server's flags, with its spellings.
@@ -159,6 +164,8 @@ func addLlamaFlags(fs *flagSet, lf *llamaFlags) {
 	})
 	fs.StringVar(&lf.slotSavePath, "slot-save-path", "", "directory where POST /slots/ID?action=save|restore writes and reads slots' KV caches (llama-server's; default: the actions are off)")
 	fs.BoolVar(&lf.publicModels, "public-models", false, "serve the model listings (GET /v1/models, /models) without an API key, as llama-server does")
+	fs.BoolVar(&lf.verbose, "verbose", false, "log at debug level and add llama-server's \"__verbose\" object (the prompt as the model read it) to whole chat and text completions, as llama-server's --verbose")
+	fs.BoolVar(&lf.verbose, "v", false, "same as --verbose")
 	fs.BoolVar(&lf.anyModel, "accept-any-model", false, "serve any \"model\" name with the one model served (when it has no adapters) and repeat the name in responses, as llama-server does; without it an unknown name is a 404")
 }
 
@@ -216,8 +223,8 @@ const serveSynopsis = "[--model [NAME=]PATH ... | --hf REPO/FILE] [--alias NAME]
 
 // parseServeArgs reads the flags, then the --config file for the options
 // the command line left out.
-func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
-	c := &serveConfig{}
+func parseServeArgs(e *env, args []string) (*serveConfig, error) {
+	c := &serveConfig{log: e.log}
 	fs := newFlags("serve", serveSynopsis)
 	fs.Func("model", "GGUF model file to serve: PATH (its id is the file name without .gguf, or --alias) or NAME=PATH; "+
 		"repeat for several models, the first is the default (default: pull "+hub.DefaultModel.String()+" on first use)", func(v string) error {
@@ -273,7 +280,10 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	fs.BoolVar(&c.micro.on, "micro-lora", true, "train MicroLoRA adapters from POST /v1/feedback in each model's adapter directory (needs an adapter directory)")
 	fs.IntVar(&c.micro.rank, "micro-lora-rank", 2, "rank of new MicroLoRA adapters")
 	fs.StringVar(&c.micro.targets, "micro-lora-targets", "down", "layers new MicroLoRA adapters update: roles of every block (q,k,v,o,gate,up,down) or all")
+	fs.IntVar(&c.micro.max, "micro-lora-max", gorgonia.DefaultMaxMicro, "most MicroLoRA adapters feedback may create, per model (those in the adapter directory count); feedback naming a new one beyond it is a 409")
 	fs.Float64Var(&c.micro.cpu, "micro-lora-cpu", 0.25, "the MicroLoRA trainer's share of one core (it also runs at the lowest priority)")
+	fs.StringVar(&c.micro.objective, "micro-lora-objective", string(gorgonia.Margin), "what MicroLoRAs train preference pairs with: margin (a hinge on the adapter's own margin, --micro-lora-margin) or dpo")
+	fs.Float64Var(&c.micro.margin, "micro-lora-margin", 2, "with --micro-lora-objective margin: the nats by which a pair's chosen must win (beyond the base model's margin where the base already prefers it)")
 	fs.DurationVar(&c.feedbackWindow, "feedback-window", session.DefaultFeedbackWindow, "how long a completion is kept for feedback on it by completion_id")
 	fs.IntVar(&c.maxLoaded, "max-loaded", 0, "most models loaded at once (0: all); loading another unloads the least recently used idle one first")
 	c.keepAlive = session.KeepForever
@@ -291,7 +301,7 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 	addLlamaFlags(fs, &c.llama)
 	config := fs.String("config", "", "YAML (or JSON) file with any of these options by name, and a models: list; flags given on the command line win, then RUVLLM_NAME (and llama-server's LLAMA_ARG_...) environment variables, then the file")
 	addLlamaCompat(fs, &c.llamaCompat)
-	pos, err := fs.parse(splitFlashAttn(args), stdout)
+	pos, err := fs.parse(splitFlashAttn(args), e.stdout)
 	if err != nil {
 		return nil, err
 	}
@@ -315,9 +325,16 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		}
 		c.models = append(c.models, models...)
 	}
-	fs.Visit(func(f *flag.Flag) { c.ctxSet = c.ctxSet || f.Name == "ctx" })
-	if err := c.llamaCompat.finish(c); err != nil {
+	kvGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		c.ctxSet = c.ctxSet || f.Name == "ctx"
+		kvGiven = kvGiven || f.Name == "kv"
+	})
+	if err := c.llamaCompat.finish(c, kvGiven); err != nil {
 		return nil, err
+	}
+	if c.llama.verbose {
+		c.log = c.log.Level(zerolog.DebugLevel)
 	}
 	if err := c.finishModels(); err != nil {
 		return nil, err
@@ -335,8 +352,10 @@ func parseServeArgs(args []string, stdout io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: --body-timeout must be positive", errUsage)
 	case c.reasoningBudget != 0 && c.reasoningBudget != -1:
 		return nil, fmt.Errorf("%w: --reasoning-budget is 0 (thinking off) or -1 (unlimited); a token budget is not supported", errUsage)
-	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0:
-		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1] and --feedback-window positive", errUsage)
+	case c.micro.rank < 1 || c.micro.rank > 64 || c.micro.cpu <= 0 || c.micro.cpu > 1 || c.feedbackWindow <= 0 || c.micro.max < 1:
+		return nil, fmt.Errorf("%w: --micro-lora-rank must be in 1 … 64, --micro-lora-cpu in (0, 1], --micro-lora-max and --feedback-window positive", errUsage)
+	case c.micro.objective != string(gorgonia.Margin) && c.micro.objective != string(gorgonia.DPO) || !(c.micro.margin > 0) || math.IsInf(c.micro.margin, 0):
+		return nil, fmt.Errorf("%w: --micro-lora-objective is margin or dpo, and --micro-lora-margin a positive number of nats", errUsage)
 	case c.maxLoaded < 0:
 		return nil, fmt.Errorf("%w: --max-loaded must not be negative", errUsage)
 	case c.route.costWeight < 0 || math.IsNaN(c.route.costWeight) || math.IsInf(c.route.costWeight, 0):
@@ -508,10 +527,15 @@ func (c *serveConfig) apiKeys() ([]string, error) {
 	return keys, nil
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
-	c, err := parseServeArgs(args, stdout)
+func runServe(e *env, args []string) error {
+	c, err := parseServeArgs(e, args)
 	if err != nil {
 		return err
+	}
+	if c.llamaCompat.offline {
+		// The process's setting, so that every download (the models',
+		// ollama's /api/pull) takes the cache only, as hub.Client reads it.
+		os.Setenv("HF_HUB_OFFLINE", "1")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -554,7 +578,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if router != nil {
 		defer func() {
 			if err := router.Close(); err != nil {
-				logger.Error().Err(err).Msg("closing the router's store")
+				c.log.Error().Err(err).Msg("closing the router's store")
 			}
 		}()
 	}
@@ -568,7 +592,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		MaxN:           c.maxN,
 		MaxBodyBytes:   c.maxBody,
 		CORSOrigins:    origins,
-		Logger:         logger,
+		Logger:         c.log,
 		FeedbackWindow: c.feedbackWindow,
 		MaxLoaded:      c.maxLoaded,
 		KeepAlive:      c.keepAlive,
@@ -581,13 +605,14 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		PublicMetrics:  c.publicMetrics,
 		NoWebUI:        c.noWebUI,
 		ResponseStore:  responseStore,
-		Pull:           pullFunc(c.pull),
+		Pull:           pullFunc(c.pull, c.log),
 		Sampling:       c.llama.sampling(),
 		MaxTokens:      max(c.llama.nPredict, 0),
 		AnyModelName:   c.llama.anyModel,
 		Slots:          c.llama.slots,
 		SlotSavePath:   c.llama.slotSavePath,
 		PublicModels:   c.llama.publicModels,
+		Verbose:        c.llama.verbose,
 	})
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.host, strconv.Itoa(c.port)))
@@ -603,12 +628,12 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		ErrorLog:          log.New(logger.With().Str("component", "http").Logger(), "", 0),
+		ErrorLog:          log.New(c.log.With().Str("component", "http").Logger(), "", 0),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	addr := ln.Addr().String()
-	logger.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
+	c.log.Info().Str("addr", "http://"+addr).Bool("auth", len(keys) > 0).Int("models", len(c.models)).Msg("listening; the models are loading")
 	if hooks.onListen != nil {
 		hooks.onListen(addr)
 	}
@@ -625,7 +650,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	}()
 	if err == nil {
 		srv.SetStarting(false)
-		logger.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
+		c.log.Info().Int("models", len(loaded)).Str("addr", "http://"+addr).Msg("ready")
 		select {
 		case <-ctx.Done():
 		case err = <-served:
@@ -636,7 +661,7 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 	if hooks.onSignal != nil {
 		hooks.onSignal()
 	}
-	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
+	if shutErr := shutdownHTTP(hs, c.shutdownTimeout, cancelRequests, c.log); err == nil && !errors.Is(shutErr, http.ErrServerClosed) {
 		err = shutErr
 	}
 	if errors.Is(err, http.ErrServerClosed) {
@@ -648,15 +673,15 @@ func serve(ctx context.Context, c *serveConfig, hooks serveHooks) error {
 // shutdownHTTP stops accepting connections and waits up to grace for the
 // in-flight requests; then it cancels them (their engine requests stop
 // within a step) and waits for the handlers to return.
-func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc) error {
-	logger.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
+func shutdownHTTP(hs *http.Server, grace time.Duration, cancelRequests context.CancelFunc, log zerolog.Logger) error {
+	log.Info().Dur("grace_ms", grace).Msg("shutting down: finishing in-flight requests")
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	err := hs.Shutdown(gctx)
 	cancel()
 	if err == nil {
 		return nil
 	}
-	logger.Warn().Msg("grace period over: cancelling in-flight requests")
+	log.Warn().Msg("grace period over: cancelling in-flight requests")
 	cancelRequests()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

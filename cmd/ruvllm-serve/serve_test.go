@@ -22,7 +22,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/pagination"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/rs/zerolog"
 
 	"github.com/ruvllm/ruvllm/internal/testmodel"
 	"github.com/ruvllm/ruvllm/kernels"
@@ -196,7 +195,7 @@ models:
 			if len(args) > 0 && args[0] == "serve" {
 				args = args[1:]
 			}
-			c, err := parseServeArgs(args, io.Discard)
+			c, err := parseServeArgs(quietEnv(), args)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
@@ -237,9 +236,6 @@ func TestAPIKeyFile(t *testing.T) {
 // its result.
 func startServe(t *testing.T, ctx context.Context, c *serveConfig) (string, <-chan error) {
 	t.Helper()
-	// Other tests leave the process logger writing to their buffers, which
-	// are not safe for the server's concurrent goroutines.
-	logger = zerolog.Nop()
 	c.host, c.port = "127.0.0.1", 0
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
@@ -289,7 +285,7 @@ func waitHealthy(t *testing.T, base string) {
 // without ../shared. extra are more flags.
 func testServeConfig(t *testing.T, extra ...string) *serveConfig {
 	args := []string{"--model", testmodel.Synth(t, "tiny", "F32"), "--chat-template", "chatml", "--parallel", "2", "--threads", "1"}
-	c, err := parseServeArgs(append(args, extra...), io.Discard)
+	c, err := parseServeArgs(quietEnv(), append(args, extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +396,7 @@ func TestServeShutdownCancels(t *testing.T) {
 
 // TestServeLoadFailure reports a model that cannot be loaded.
 func TestServeLoadFailure(t *testing.T) {
-	c, err := parseServeArgs([]string{"--model", writeFile(t, "bad.gguf", "not a gguf file")}, io.Discard)
+	c, err := parseServeArgs(quietEnv(), []string{"--model", writeFile(t, "bad.gguf", "not a gguf file")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +520,7 @@ models:
 parallel: 1
 threads: 1
 `, pathA, pathB, dir))
-	c, err := parseServeArgs([]string{"--config", config}, io.Discard)
+	c, err := parseServeArgs(quietEnv(), []string{"--config", config})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +592,7 @@ threads: 1
 
 // TestExampleConfig checks that the example configuration parses.
 func TestExampleConfig(t *testing.T) {
-	c, err := parseServeArgs([]string{"--config", filepath.Join("..", "..", "configs", "ruvllm.yaml")}, io.Discard)
+	c, err := parseServeArgs(quietEnv(), []string{"--config", filepath.Join("..", "..", "configs", "ruvllm.yaml")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +605,7 @@ func TestExampleConfig(t *testing.T) {
 // is not given: serve the tiered one, the measuring tools F16 as
 // llama.cpp's do.
 func TestKVDefaults(t *testing.T) {
-	c, err := parseServeArgs([]string{"--model", "m.gguf"}, io.Discard)
+	c, err := parseServeArgs(quietEnv(), []string{"--model", "m.gguf"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -754,7 +750,7 @@ func TestServeLlamaServer(t *testing.T) {
 func TestServeOneModelOfSeveralFails(t *testing.T) {
 	good := testmodel.Synth(t, "tiny", "F32")
 	missing := filepath.Join(t.TempDir(), "missing.gguf")
-	c, err := parseServeArgs([]string{"--model", "good=" + good, "--model", "gone=" + missing, "--chat-template", "chatml", "--threads", "1"}, io.Discard)
+	c, err := parseServeArgs(quietEnv(), []string{"--model", "good=" + good, "--model", "gone=" + missing, "--chat-template", "chatml", "--threads", "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

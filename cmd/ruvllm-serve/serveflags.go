@@ -1,10 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"flag"
-
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ruvllm/ruvllm/lora"
@@ -18,7 +19,13 @@ var serveAliases = []struct{ name, alias string }{
 	{"alias", "a"},
 	{"parallel", "np"},
 	{"hf", "hf-repo"},
+	{"hf", "hfr"},
 	{"n-predict", "predict"},
+	{"batch", "batch-size"},
+	{"batch", "b"},
+	{"chat-template", "chat-template-file"},
+	{"model", "model-url"},
+	{"model", "mu"},
 }
 
 // serveEnv are llama-server's environment variables of the flags serve
@@ -42,6 +49,14 @@ type llamaCompat struct {
 	hfFile  string // --hf-file, with --hf-repo
 	lora    []string
 	gpu     bool // -ngl or -fa was given
+	// cacheK, cacheV are -ctk and -ctv, llama-server's KV cache types,
+	// which become --kv when they agree.
+	cacheK, cacheV string
+	// offline is --offline: models come from the cache only.
+	offline bool
+	// refused are the llama-server flags given that this server does not
+	// do, each with why; finish turns the first into the start's error.
+	refused []string
 }
 
 // addLlamaCompat registers llama-server's flags that are not plain
@@ -68,6 +83,53 @@ func addLlamaCompat(fs *flagSet, lc *llamaCompat) {
 	fs.BoolFunc("jinja", "accepted for llama-server's command lines: chat templates are always Jinja here", func(string) error { return nil })
 	fs.BoolFunc("metrics", "accepted for llama-server's command lines: /metrics is always served", func(string) error { return nil })
 	fs.BoolFunc("cont-batching", "accepted for llama-server's command lines: batching is always continuous", func(string) error { return nil })
+	fs.StringVar(&lc.hfFile, "hff", "", "same as --hf-file")
+	ubatch := func(v string) error {
+		if n, err := strconv.Atoi(v); err != nil || n <= 0 {
+			return fmt.Errorf("%q is not a positive number of tokens", v)
+		}
+		return nil
+	}
+	fs.Func("ubatch-size", "accepted for llama-server's command lines: a prompt step is --batch tokens, computed as one", ubatch)
+	fs.Func("ub", "same as --ubatch-size", ubatch)
+	for _, name := range []string{"embedding", "embeddings"} {
+		fs.BoolFunc(name, "accepted for llama-server's command lines: /v1/embeddings is always served", func(string) error { return nil })
+	}
+	fs.BoolVar(&lc.offline, "offline", false, "take models from the cache only, never from the network (llama-server's --offline; HF_HUB_OFFLINE=1 too)")
+	for _, name := range []string{"cache-type-k", "ctk"} {
+		fs.StringVar(&lc.cacheK, name, "", "llama-server's K cache type: f16, f32, q8_0 or q4_0, the same as -ctv (it becomes --kv)")
+	}
+	for _, name := range []string{"cache-type-v", "ctv"} {
+		fs.StringVar(&lc.cacheV, name, "", "llama-server's V cache type, as -ctk")
+	}
+	refuse := func(why string) func(string) error {
+		return func(string) error { lc.refused = append(lc.refused, why); return nil }
+	}
+	fs.BoolFunc("context-shift", "refused: a sequence that reaches its context ends (finish_reason length); raise --ctx instead",
+		refuse("--context-shift is not supported: a sequence that reaches its context ends with finish_reason \"length\"; give a larger --ctx"))
+	fs.BoolFunc("reranking", "refused: there is no rerank endpoint", refuse("--reranking is not supported: this server has no /rerank endpoint"))
+	fs.BoolFunc("rerank", "same as --reranking", refuse("--rerank is not supported: this server has no /rerank endpoint"))
+	fs.Func("pooling", "llama-server's embedding pooling: only mean, which /v1/embeddings always uses (then normalised)", func(v string) error {
+		if v != "mean" {
+			lc.refused = append(lc.refused, fmt.Sprintf("--pooling %s is not supported: embeddings are mean-pooled (give --pooling mean or leave it out)", v))
+		}
+		return nil
+	})
+	selfExtend := func(v string) error {
+		if v != "1" {
+			lc.refused = append(lc.refused, "--grp-attn-n/--grp-attn-w (self-extend) are not supported: a sequence's context is --ctx, up to the model's trained context")
+		}
+		return nil
+	}
+	for _, name := range []string{"grp-attn-n", "gan", "grp-attn-w", "gaw"} {
+		fs.Func(name, "refused unless 1: self-extend is not supported", selfExtend)
+	}
+	for _, name := range []string{"mmproj", "mm", "mmproj-url", "mmu"} {
+		fs.Func(name, "refused: images and audio are not supported (no multimodal projector)",
+			func(string) error {
+				return refuse("--" + name + " is not supported: this server reads text only (no multimodal projector)")("")
+			})
+	}
 }
 
 // splitFlashAttn turns llama-server's "-fa on|off|auto" (a value after a
@@ -146,6 +208,12 @@ func canonicalFlag(name string) string {
 		return "threads"
 	case "n":
 		return "n-predict"
+	case "hff":
+		return "hf-file"
+	case "ctk":
+		return "cache-type-k"
+	case "ctv":
+		return "cache-type-v"
 	}
 	return name
 }
@@ -153,7 +221,13 @@ func canonicalFlag(name string) string {
 // finish applies llama-server's flags to c, after the command line, the
 // environment and --config: the context per sequence, the Hugging Face
 // file, the adapter; and logs that GPU flags do nothing here.
-func (lc *llamaCompat) finish(c *serveConfig) error {
+func (lc *llamaCompat) finish(c *serveConfig, kvGiven bool) error {
+	if len(lc.refused) > 0 {
+		return fmt.Errorf("%w: %s", errUsage, lc.refused[0])
+	}
+	if err := lc.cacheTypes(c, kvGiven); err != nil {
+		return err
+	}
 	if lc.ctxSize < 0 {
 		return fmt.Errorf("%w: --ctx-size must not be negative", errUsage)
 	}
@@ -173,8 +247,34 @@ func (lc *llamaCompat) finish(c *serveConfig) error {
 		return fmt.Errorf("%w: --lora is given %d times; one adapter for every request is supported (serve more with --adapter-dir)", errUsage, len(lc.lora))
 	}
 	if lc.gpu {
-		logger.Info().Msg("--n-gpu-layers and --flash-attn are accepted and ignored: this server runs on the CPU")
+		c.log.Info().Msg("--n-gpu-layers and --flash-attn are accepted and ignored: this server runs on the CPU")
 	}
+	return nil
+}
+
+// cacheTypes turns -ctk/-ctv into --kv: this server keeps K and V at one
+// precision, so the two must agree (either alone leaves the other at
+// llama-server's default, f16).
+func (lc *llamaCompat) cacheTypes(c *serveConfig, kvGiven bool) error {
+	if lc.cacheK == "" && lc.cacheV == "" {
+		return nil
+	}
+	if kvGiven {
+		return fmt.Errorf("%w: give --kv or -ctk/-ctv, not both", errUsage)
+	}
+	kinds := map[string]string{"f16": "f16", "f32": "f32", "q8_0": "q8", "q4_0": "q4"}
+	k, v := cmp.Or(lc.cacheK, "f16"), cmp.Or(lc.cacheV, "f16")
+	kk, okK := kinds[strings.ToLower(k)]
+	vv, okV := kinds[strings.ToLower(v)]
+	switch {
+	case !okK:
+		return fmt.Errorf("%w: -ctk %s is not supported: the cache types are f16, f32, q8_0 and q4_0 (or --kv tiered)", errUsage, k)
+	case !okV:
+		return fmt.Errorf("%w: -ctv %s is not supported: the cache types are f16, f32, q8_0 and q4_0 (or --kv tiered)", errUsage, v)
+	case kk != vv:
+		return fmt.Errorf("%w: -ctk %s and -ctv %s differ: K and V are kept at one precision here (give both the same, or --kv)", errUsage, k, v)
+	}
+	c.kv.kv = kk
 	return nil
 }
 

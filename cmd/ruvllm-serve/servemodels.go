@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/api"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/backends/gorgonia"
@@ -200,13 +202,15 @@ type servedModel struct {
 	draft *models.Model
 	// draftThreads are --threads-draft (0: the model's threads).
 	draftThreads int
+	// log is the server's logger.
+	log zerolog.Logger
 }
 
 // close closes the model's file; the server has unloaded its engine.
 func (s *servedModel) close() {
 	if s.micro != nil {
 		if err := s.micro.Close(); err != nil {
-			logger.Error().Err(err).Str("model", s.api.ID).Msg("saving MicroLoRA adapters")
+			s.log.Error().Err(err).Str("model", s.api.ID).Msg("saving MicroLoRA adapters")
 		}
 	}
 	if s.model != nil {
@@ -272,7 +276,7 @@ func (s *servedModel) load() (session.LoadedEngine, error) {
 	if backend == "" {
 		backend, _, _ = s.bf.choose("", s.model)
 	}
-	logger.Info().Str("model", s.api.ID).Str("backend", backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
+	s.log.Info().Str("model", s.api.ID).Str("backend", backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
 		Int64("kv_bytes", eng.Stats().KVBytes).Dur("took_ms", time.Since(start)).Msg("model loaded")
 	return &loadedEngine{Engine: eng, backend: b, file: s.model, draft: draft}, nil
 }
@@ -294,7 +298,7 @@ func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, 
 			// One model of several that cannot be opened is reported, and
 			// the others are served.
 			id := specID(spec)
-			logger.Error().Str("model", id).Err(err).Msg("the model cannot be opened; the other models are served")
+			c.log.Error().Str("model", id).Err(err).Msg("the model cannot be opened; the other models are served")
 			srv.AddFailedModel(id, err.Error())
 			continue
 		}
@@ -324,10 +328,10 @@ func loadServeModels(ctx context.Context, c *serveConfig, kv kvcache.Precision, 
 				return served, err
 			}
 			// It stays a model on demand: a request tries again.
-			logger.Error().Str("model", sm.api.ID).Err(err).Msg("the model cannot be loaded; the other models are served")
+			c.log.Error().Str("model", sm.api.ID).Err(err).Msg("the model cannot be loaded; the other models are served")
 			continue
 		}
-		logger.Info().Str("model", sm.api.ID).Int("parallel", c.parallel).Msg("model ready")
+		c.log.Info().Str("model", sm.api.ID).Int("parallel", c.parallel).Msg("model ready")
 		// /health is ok once the first model is loaded; the others follow.
 		srv.SetStarting(false)
 	}
@@ -352,12 +356,12 @@ func (c *serveConfig) kvShare() int64 {
 // hf or is the default), opens it and its adapters, and prepares how its
 // engine is loaded.
 func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvcache.Precision) (_ *servedModel, err error) {
-	path, err := resolveModelFile(ctx, spec.path, spec.hf)
+	path, err := resolveModelFile(ctx, c.log, spec.path, spec.hf)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	s := &servedModel{bf: c.backend, backend: spec.backend}
+	s := &servedModel{bf: c.backend, backend: spec.backend, log: c.log}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -370,7 +374,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	if template == "" {
 		template = c.chatTemplate
 	}
-	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: template, Logger: logger}); err != nil {
+	if s.model, err = models.Load(path, models.LoadOptions{ChatTemplate: template, Logger: c.log}); err != nil {
 		return nil, err
 	}
 	if s.model.Config == nil {
@@ -384,7 +388,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	case maxLen == 0:
 		maxLen = trained
 	case maxLen > trained:
-		logger.Warn().Str("path", path).Int("ctx", maxLen).Int("trained", trained).Msg("--ctx is larger than the model's trained context; quality may suffer past it")
+		c.log.Warn().Str("path", path).Int("ctx", maxLen).Int("trained", trained).Msg("--ctx is larger than the model's trained context; quality may suffer past it")
 	}
 	// Without --kv-memory every slot can fill its context at once; the
 	// blocks the slots do not hold keep earlier prompts for prefix reuse.
@@ -402,7 +406,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 		Spec:      c.spec.options(nil),
 	}
 	if c.spec.draft != "" {
-		if s.draft, err = models.Load(c.spec.draft, models.LoadOptions{Logger: logger}); err != nil {
+		if s.draft, err = models.Load(c.spec.draft, models.LoadOptions{Logger: c.log}); err != nil {
 			return nil, fmt.Errorf("--draft: %w", err)
 		}
 		s.draftThreads = c.spec.threads
@@ -418,9 +422,9 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 	if info, err := s.model.Info(); err == nil {
 		s.api.Info = &info
 	} else {
-		logger.Warn().Str("model", id).Err(err).Msg("describing the model file")
+		c.log.Warn().Str("model", id).Err(err).Msg("describing the model file")
 	}
-	logger.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took_ms", time.Since(start)).Msg("model opened")
+	c.log.Info().Str("model", id).Str("path", path).Str("arch", s.model.Config.Arch).Dur("took_ms", time.Since(start)).Msg("model opened")
 	if spec.adapterDir != "" {
 		if err := openAdapters(c, spec.adapterDir, s); err != nil {
 			return nil, err
@@ -445,13 +449,13 @@ func openAdapters(c *serveConfig, dir string, s *servedModel) error {
 		return fmt.Errorf("adapter directory of %s: %w", s.api.ID, err)
 	}
 	for name, why := range reg.Skipped() {
-		logger.Warn().Str("model", s.api.ID).Str("entry", name).Err(why).Msg("adapter directory: entry left out")
+		c.log.Warn().Str("model", s.api.ID).Str("entry", name).Err(why).Msg("adapter directory: entry left out")
 	}
 	names := []string{}
 	for _, in := range reg.List() {
 		names = append(names, in.Name)
 	}
-	logger.Info().Str("model", s.api.ID).Str("dir", reg.Dir()).Strs("adapters", names).Int("max_resident", c.maxAdapters).
+	c.log.Info().Str("model", s.api.ID).Str("dir", reg.Dir()).Strs("adapters", names).Int("max_resident", c.maxAdapters).
 		Int64("max_upload_mb", c.maxAdapterMB).Msg("adapters loaded")
 	s.api.Adapters, s.api.MaxAdapterBytes = reg, maxBytes
 	if c.micro.on {

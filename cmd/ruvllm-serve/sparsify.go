@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
@@ -27,7 +29,7 @@ type calibrator interface {
 	ThresholdInputs(threshold func(name string) float32)
 }
 
-func runSparsify(args []string, stdout, stderr io.Writer) error {
+func runSparsify(e *env, args []string) error {
 	fs := newFlags("sparsify", "--model M.gguf --calib TEXT.txt --sparsity S --out M.sparse.gguf [--rotate] [--ctx N] [--max-tokens N] [--threads T]")
 	in := fs.String("model", "", "the dense model to sparsify")
 	calib := fs.String("calib", "", "calibration text: the thresholds zero the wanted fraction of each matrix's inputs on it")
@@ -43,7 +45,7 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	greedyTokens := fs.Int("greedy-tokens", 1024, "with --allocation greedy: the tokens of the text (from its start) the errors are measured on; "+
 		"with --rotate, those the rotated model's KL from the model is measured on")
 	threads := addThreadsFlag(fs)
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	switch {
@@ -63,7 +65,7 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	m, err := models.Load(*in, models.LoadOptions{Logger: logger})
+	m, err := models.Load(*in, models.LoadOptions{Logger: e.log})
 	if err != nil {
 		return err
 	}
@@ -80,7 +82,7 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	}
 	w := calibrationWindows{tokens: tokens, nCtx: *nCtx, vocab: m.Tokenizer.Vocab()}
 	if *rotate {
-		rotated, err := rotateResidual(ctx, m, w, *greedyTokens, *out, *threads, stderr)
+		rotated, err := rotateResidual(ctx, e.log, m, w, *greedyTokens, *out, *threads, e.stderr)
 		if err != nil {
 			return err
 		}
@@ -102,7 +104,7 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 	var tables map[string]sparse.Table
 	if *allocation == "greedy" {
 		w.tokens = tokens[:min(len(tokens), *greedyTokens)]
-		if tables, err = greedyTables(ctx, cb, m.Config, cal, w, stderr); err != nil {
+		if tables, err = greedyTables(ctx, cb, m.Config, cal, w, e.stderr); err != nil {
 			return err
 		}
 	} else {
@@ -117,9 +119,9 @@ func runSparsify(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, name := range kept {
-		logger.Warn().Str("tensor", name).Msg("left row-major (its format or shape has no channel-major layout): it runs dense")
+		e.log.Warn().Str("tensor", name).Msg("left row-major (its format or shape has no channel-major layout): it runs dense")
 	}
-	fmt.Fprintf(stderr, "wrote %s: %d matrices channel-major, calibrated (%s) on %d tokens for sparsity %.2f, in %.1f s\n",
+	fmt.Fprintf(e.stderr, "wrote %s: %d matrices channel-major, calibrated (%s) on %d tokens for sparsity %.2f, in %.1f s\n",
 		*out, len(tables)-len(kept), *allocation, len(tokens), *level, time.Since(start).Seconds())
 	return nil
 }
@@ -150,7 +152,7 @@ const rotationKLWarning = 0.01
 // and loads it: the caller closes it and removes its file. It reports the
 // mean KL divergence of the rotated model from m on the first klTokens of
 // the windows: float rounding for F32 weights, more for quantized ones.
-func rotateResidual(ctx context.Context, m *models.Model, w calibrationWindows, klTokens int, out string, threads int, progress io.Writer) (*models.Model, error) {
+func rotateResidual(ctx context.Context, log zerolog.Logger, m *models.Model, w calibrationWindows, klTokens int, out string, threads int, progress io.Writer) (*models.Model, error) {
 	cov, err := sparse.NewCovariance(m.File, m.Config)
 	if err != nil {
 		return nil, err
@@ -185,7 +187,7 @@ func rotateResidual(ctx context.Context, m *models.Model, w calibrationWindows, 
 		os.Remove(path)
 		return nil, err
 	}
-	rotated, err := models.Load(path, models.LoadOptions{Logger: logger})
+	rotated, err := models.Load(path, models.LoadOptions{Logger: log})
 	if err != nil {
 		os.Remove(path)
 		return nil, err
@@ -207,7 +209,7 @@ func rotateResidual(ctx context.Context, m *models.Model, w calibrationWindows, 
 		"mean KL of the rotated model from the model on %d tokens: %.2g\n",
 		cov.Rows(), 100*variances[0]/total, 100*quarter/total, len(check.tokens), kl)
 	if kl > rotationKLWarning {
-		logger.Warn().Float64("kl", kl).Msg("quantizing the rotated matrices again changed the model more than sparsity 0.25 changes stories260K: " +
+		log.Warn().Float64("kl", kl).Msg("quantizing the rotated matrices again changed the model more than sparsity 0.25 changes stories260K: " +
 			"sparsify the F16 or F32 file, or leave out --rotate")
 	}
 	return rotated, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/rs/zerolog"
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/models"
 )
@@ -109,16 +110,16 @@ func (f *specFlags) options(d backends.Backend) backends.SpecOptions {
 	return backends.SpecOptions{Source: src, Max: f.max, Min: f.min, MaxBatchTokens: f.batch, Draft: d}
 }
 
-// openDraft loads the --draft model, checks that its vocabulary is the
+// openDraft loads the --draft model (logging to log), checks that its vocabulary is the
 // target's token for token, and opens it on the native backend with
 // threads (unless --threads-draft says otherwise) and room for kvTokens
 // tokens. It returns nil, nil, nil without
 // --draft. The caller closes the backend, then the model.
-func (f *specFlags) openDraft(target *models.Model, threads, kvTokens int) (*models.Model, backends.Backend, error) {
+func (f *specFlags) openDraft(log zerolog.Logger, target *models.Model, threads, kvTokens int) (*models.Model, backends.Backend, error) {
 	if f.draft == "" {
 		return nil, nil, nil
 	}
-	d, err := models.Load(f.draft, models.LoadOptions{Logger: logger})
+	d, err := models.Load(f.draft, models.LoadOptions{Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--draft: %w", err)
 	}

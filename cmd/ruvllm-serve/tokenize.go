@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 
@@ -16,14 +15,14 @@ func init() {
 	register("tokenize", "print the token ids of a text as a JSON array", runTokenize)
 }
 
-func runTokenize(args []string, stdout, stderr io.Writer) error {
+func runTokenize(e *env, args []string) error {
 	fs := newFlags("tokenize", "--model PATH [--no-bos] [--special] [--show] [--file F] [TEXT]")
 	model := fs.String("model", "", "GGUF file whose vocab is used")
 	noBOS := fs.Bool("no-bos", false, "do not add the BOS/EOS tokens the vocab asks for")
 	special := fs.Bool("special", false, "parse special-token text such as <|im_start|> as those tokens")
 	show := fs.Bool("show", false, "print id and piece on one line per token instead of a JSON array")
 	file := fs.String("file", "", "read the text from this file, byte for byte")
-	pos, err := fs.parse(args, stdout)
+	pos, err := fs.parse(args, e.stdout)
 	if err != nil {
 		return err
 	}
@@ -45,11 +44,11 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 	case len(pos) > 1:
 		return fmt.Errorf("%w: one TEXT argument expected, got %d (quote the text)", errUsage, len(pos))
 	}
-	path, err := resolveModelFile(context.Background(), *model, "")
+	path, err := resolveModelFile(context.Background(), e.log, *model, "")
 	if err != nil {
 		return err
 	}
-	m, err := models.Load(path, models.LoadOptions{VocabOnly: true, Logger: logger})
+	m, err := models.Load(path, models.LoadOptions{VocabOnly: true, Logger: e.log})
 	if err != nil {
 		return err
 	}
@@ -57,7 +56,7 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 	ids := m.Tokenizer.Encode(text, tokenizer.EncodeOptions{AddSpecial: !*noBOS, ParseSpecial: *special})
 	if *show {
 		for _, id := range ids {
-			fmt.Fprintf(stdout, "%6d -> %s\n", id, strconv.Quote(m.Tokenizer.Piece(id)))
+			fmt.Fprintf(e.stdout, "%6d -> %s\n", id, strconv.Quote(m.Tokenizer.Piece(id)))
 		}
 		return nil
 	}
@@ -65,6 +64,6 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 		ids = []tokenizer.ID{}
 	}
 	b, _ := json.Marshal(ids)
-	_, err = fmt.Fprintf(stdout, "%s\n", b)
+	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 	return err
 }

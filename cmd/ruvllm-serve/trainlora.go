@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -110,11 +109,12 @@ func meanMargin(tr *gorgonia.Trainer, t *tokenizer.Tokenizer, items []preference
 	return sum / float64(len(items)), nil
 }
 
-func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
+func runTrainLoRA(e *env, args []string) error {
 	fs := newFlags("train-lora", "--model M --data PAIRS.json --objective dpo|sft|kto [--rank 2] [--steps N] --out A.gguf")
 	src := addModelFlags(fs)
 	data := fs.String("data", "", "training data: {\"train\": [{prompt, chosen, rejected} or {prompt, completion, rating}], \"eval\": [...]}, or a list of examples")
-	objective := fs.String("objective", "dpo", "dpo (chosen/rejected pairs against the frozen base), sft (the chosen completions) or kto (rated completions; a pair is one good and one bad)")
+	objective := fs.String("objective", "dpo", "dpo (chosen/rejected pairs against the frozen base), margin (a hinge on the adapter's own margin of each pair, --margin), sft (the chosen completions) or kto (rated completions; a pair is one good and one bad)")
+	margin := fs.Float64("margin", 2, "with --objective margin: γ, the nats by which a pair's chosen must win (beyond the base's margin when the base already prefers it)")
 	rank := fs.Int("rank", 2, "rank of every update")
 	alpha := fs.Float64("alpha", 0, "lora_alpha (default: 2 × rank)")
 	targets := fs.String("targets", "down", "layers to update: roles of every block (q,k,v,o,gate,up,down or GGUF names) or all")
@@ -128,8 +128,9 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	anchorData := fs.String("anchor-data", "", "examples --init was trained on, for the EWC weights (default: --data)")
 	evalData := fs.String("eval", "", "report the margin on this file's eval examples (default: --data's)")
 	seed := fs.Uint64("seed", 1, "seed of the adapter's start and of the order of examples")
+	inOrder := fs.Bool("in-order", false, "take the examples in the file's order, as feedback arriving one by one trains a MicroLoRA, rather than shuffled")
 	out := fs.String("out", "", "GGUF LoRA file to write")
-	if _, err := fs.parse(args, stdout); err != nil {
+	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
 	if *data == "" || *out == "" {
@@ -143,8 +144,8 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: --penalty: %v", errUsage, err)
 	}
-	if *steps < 1 || *batch < 1 || *rank < 1 || *lr <= 0 {
-		return fmt.Errorf("%w: --steps, --batch, --rank and --lr must be positive", errUsage)
+	if *steps < 1 || *batch < 1 || *rank < 1 || *lr <= 0 || *margin <= 0 {
+		return fmt.Errorf("%w: --steps, --batch, --rank, --lr and --margin must be positive", errUsage)
 	}
 	if pen != gorgonia.NoPenalty && *init == "" {
 		return fmt.Errorf("%w: --penalty keeps the adapter near --init: give it", errUsage)
@@ -153,7 +154,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := src.load(context.Background(), models.LoadOptions{Logger: logger})
+	m, err := src.load(context.Background(), models.LoadOptions{Logger: e.log})
 	if err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	o := gorgonia.TrainOptions{Rank: *rank, Alpha: float32(*alpha), Targets: strings.Split(*targets, ","),
-		LearningRate: *lr, Beta: *beta, Penalty: pen, Lambda: *lambda, Seed: *seed}
+		LearningRate: *lr, Beta: *beta, Penalty: pen, Lambda: *lambda, Seed: *seed, Margin: *margin}
 	var tr *gorgonia.Trainer
 	if *init != "" {
 		a, err := lora.Load(*init, m.Config, m.File)
@@ -215,17 +216,27 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "margin before: %.4f nats (mean log p(chosen) − log p(rejected) over %d eval examples)\n", before, len(evalItems))
+		fmt.Fprintf(e.stdout, "margin before: %.4f nats (mean log p(chosen) − log p(rejected) over %d eval examples)\n", before, len(evalItems))
 	}
 	rng := rand.New(rand.NewPCG(*seed, 0xdada))
-	order := rng.Perm(len(train))
+	perm := func() []int {
+		if *inOrder {
+			order := make([]int, len(train))
+			for i := range order {
+				order[i] = i
+			}
+			return order
+		}
+		return rng.Perm(len(train))
+	}
+	order := perm()
 	start := time.Now()
 	next := 0
 	for step := range *steps {
 		b := make([]gorgonia.Scored, 0, *batch)
 		for len(b) < min(*batch, len(train)) {
 			if next == len(order) {
-				order, next = rng.Perm(len(train)), 0
+				order, next = perm(), 0
 			}
 			b = append(b, train[order[next]])
 			next++
@@ -235,7 +246,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if step == 0 || (step+1)%max(1, *steps/8) == 0 || step == *steps-1 {
-			fmt.Fprintf(stdout, "step %d/%d: loss %.4f (%.1f ms a step)\n", step+1, *steps, loss,
+			fmt.Fprintf(e.stdout, "step %d/%d: loss %.4f (%.1f ms a step)\n", step+1, *steps, loss,
 				float64(time.Since(start).Microseconds())/1e3/float64(step+1))
 		}
 	}
@@ -244,7 +255,7 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "margin after: %.4f nats\n", after)
+		fmt.Fprintf(e.stdout, "margin after: %.4f nats\n", after)
 	}
 	a, err := tr.Adapter(strings.TrimSuffix(strings.TrimSuffix(*out, ".gguf"), "/"))
 	if err != nil {
@@ -253,6 +264,6 @@ func runTrainLoRA(args []string, stdout, stderr io.Writer) error {
 	if err := a.WriteGGUF(*out, kernels.F32); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s: rank %d, %d weights, %s, %d steps\n", *out, a.Rank(), len(a.Targets()), obj, *steps)
+	fmt.Fprintf(e.stderr, "wrote %s: rank %d, %d weights, %s, %d steps\n", *out, a.Rank(), len(a.Targets()), obj, *steps)
 	return nil
 }

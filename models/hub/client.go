@@ -31,6 +31,9 @@ var (
 	// ErrIntegrity: the file's size or sha256 is not what the reference or the
 	// Hub promised. Nothing is left in the cache.
 	ErrIntegrity = errors.New("download failed verification")
+	// ErrOffline: the file is not in the cache and Client.Offline (or
+	// HF_HUB_OFFLINE) forbids the download.
+	ErrOffline = errors.New("offline")
 )
 
 // hint tells the user of ruvllm-serve how to get going without the download.
@@ -67,6 +70,11 @@ type Client struct {
 	// when the transfer starts, after each piece written, and at its end.
 	// A file found in the cache is not reported.
 	OnProgress func(Progress)
+	// Offline takes files from the cache only and never calls the Hub
+	// (llama-server's --offline, huggingface_hub's HF_HUB_OFFLINE=1, which
+	// also sets it), for a machine without network or a server that must
+	// not download behind its operator's back.
+	Offline bool
 
 	// stall overrides stallTimeout (tests).
 	stall time.Duration
@@ -118,6 +126,9 @@ func (c *Client) Pull(ctx context.Context, r Ref) (string, error) {
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && (r.Size == 0 || fi.Size() == r.Size) {
 		return path, nil
+	}
+	if c.offline() {
+		return "", fmt.Errorf("%w: %s is not in the cache (%s) and downloads are off (--offline or HF_HUB_OFFLINE)", ErrOffline, r, path)
 	}
 	if err := c.download(ctx, r, path); err != nil {
 		return "", c.explain(ctx, r, err)
@@ -194,6 +205,19 @@ func (c *Client) endpointURL() (*url.URL, error) {
 		return nil, fmt.Errorf("hub endpoint %q: want an http or https URL", c.endpoint())
 	}
 	return u, nil
+}
+
+// offline says whether the Hub may not be called: Offline, or
+// HF_HUB_OFFLINE set to a true value as huggingface_hub reads it.
+func (c *Client) offline() bool {
+	if c.Offline {
+		return true
+	}
+	switch strings.ToLower(os.Getenv("HF_HUB_OFFLINE")) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }
 
 func (c *Client) token() string {

@@ -712,3 +712,43 @@ func TestBadEndpoint(t *testing.T) {
 		}
 	}
 }
+
+func TestOfflineUsesOnlyTheCache(t *testing.T) {
+	fs := newFileServer(t, testPath)
+	online, _ := newClient(t, fs.srv.URL)
+	want, err := online.Pull(context.Background(), testRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(fs.requests())
+	tagged := Ref{Repo: testRef.Repo, Quant: "Q4_K_M"}
+	other := Ref{Repo: "owner/other-GGUF", File: "other.gguf"}
+	for _, env := range []string{"", "1"} {
+		cases := []struct {
+			name string
+			ref  Ref
+			ok   bool
+		}{
+			{"cached file", testRef, true},
+			{"cached quantization", tagged, true},
+			{"file not cached", other, false},
+			{"repository not cached", Ref{Repo: "owner/other-GGUF"}, false},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name+"/HF_HUB_OFFLINE="+env, func(t *testing.T) {
+				c := &Client{BaseURL: fs.srv.URL, CacheDir: online.CacheDir, Progress: io.Discard, Offline: env == ""}
+				t.Setenv("HF_HUB_OFFLINE", env)
+				got, err := c.Pull(context.Background(), tc.ref)
+				switch {
+				case tc.ok && (err != nil || got != want):
+					t.Fatalf("Pull = %q, %v; want %q", got, err, want)
+				case !tc.ok && !errors.Is(err, ErrOffline):
+					t.Fatalf("Pull = %q, %v; want ErrOffline", got, err)
+				}
+				if n := len(fs.requests()); n != before {
+					t.Fatalf("offline Pull made %d requests to the Hub", n-before)
+				}
+			})
+		}
+	}
+}

@@ -60,6 +60,13 @@ func (c *Client) Resolve(ctx context.Context, r Ref) (Ref, error) {
 		r.File, r.Quant = file, ""
 		return r, nil
 	}
+	if c.offline() {
+		if file, ok := c.cachedOnly(r); ok && r.Quant == "" {
+			r.File = file
+			return r, nil
+		}
+		return Ref{}, fmt.Errorf("%w: no file of %s is in the cache and downloads are off (--offline or HF_HUB_OFFLINE)", ErrOffline, r)
+	}
 	entries, err := c.listTree(ctx, r)
 	if err != nil {
 		if file, ok := c.cachedOnly(r); ok && errors.Is(err, ErrNetwork) && ctx.Err() == nil {
