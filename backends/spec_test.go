@@ -278,37 +278,48 @@ func TestParseSpecSource(t *testing.T) {
 	}
 }
 
-// TestSpecDecodeAllocatesNothing: decoding with drafts (looked up, verified,
-// rolled back) allocates nothing but the Tokens handed out, which come in
-// blocks, as without drafts.
+// TestSpecDecodeAllocatesNothing: the decode step with drafts allocates
+// nothing, as the plain one: over a choice of n tokens the loop allocates
+// only the blocks of 256 Tokens it streams (two here), with every draft
+// source and without drafts. Allocations are counted process-wide, so the
+// least of three runs is taken (other goroutines only add to it).
 func TestSpecDecodeAllocatesNothing(t *testing.T) {
-	for _, src := range []backends.SpecSource{backends.SpecNgram, backends.SpecSuffix} {
+	for _, src := range []backends.SpecSource{backends.SpecOff, backends.SpecNgram, backends.SpecSuffix, backends.SpecDraft} {
 		t.Run(src.String(), func(t *testing.T) {
 			b := openTiny(t)
-			e := newEngine(t, b, backends.EngineOptions{Parallel: 2, MaxLen: 512, Spec: backends.SpecOptions{Source: src}})
+			o := backends.SpecOptions{Source: src}
+			if src == backends.SpecDraft {
+				// The same weights drafting: every kind of step is seen.
+				o.Draft = openTiny(t)
+			}
+			e := newEngine(t, b, backends.EngineOptions{Parallel: 2, MaxLen: 512, Spec: o})
 			const n = 400
 			warm := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1, 2, 3}, MaxTokens: n})
 			collect(t, warm, 1)
-			s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1, 2, 3, 4}, MaxTokens: n})
-			<-s.Events
-			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0)
-			count := 1
-			for range s.Events {
-				count++
-			}
-			runtime.ReadMemStats(&m1)
-			if count != n+1 {
-				t.Fatalf("%d events, want %d", count, n+1)
+			least := uint64(math.MaxUint64)
+			for run := range 3 {
+				s := submit(t, e, backends.Request{Prompt: []tokenizer.ID{1, 2, 3, tokenizer.ID(4 + run)}, MaxTokens: n})
+				<-s.Events
+				var m0, m1 runtime.MemStats
+				runtime.ReadMemStats(&m0)
+				count := 1
+				for range s.Events {
+					count++
+				}
+				runtime.ReadMemStats(&m1)
+				if count != n+1 {
+					t.Fatalf("%d events, want %d", count, n+1)
+				}
+				least = min(least, m1.Mallocs-m0.Mallocs)
 			}
 			st := e.Stats()
-			if st.SpecAccepted == 0 {
+			if src != backends.SpecOff && st.SpecAccepted == 0 {
 				t.Fatalf("nothing drafted was accepted (%d drafted): the test measures no verification", st.SpecDrafted)
 			}
-			allocs := m1.Mallocs - m0.Mallocs
-			t.Logf("%d allocations for %d tokens, %d of %d drafts accepted", allocs, n, st.SpecAccepted, st.SpecDrafted)
-			if allocs > n/50 {
-				t.Errorf("%d allocations for %d tokens", allocs, n)
+			t.Logf("%s: at least %d allocations for %d tokens, %d of %d drafts accepted", src, least, n, st.SpecAccepted, st.SpecDrafted)
+			// Two blocks of Tokens, and room for one stray allocation.
+			if least > 3 {
+				t.Errorf("%d allocations for %d tokens", least, n)
 			}
 		})
 	}

@@ -61,6 +61,8 @@ func runBench(e *env, args []string) error {
 	turnTokens := fs.Int("turn-tokens", 150, "with --prefix-reuse: new tokens per turn")
 	trainWhile := fs.String("train-while", "", "with --concurrency: time the C streams also while a MicroLoRA trainer learns this preference set's pairs, in alternation (-r times each)")
 	microCPU := fs.Float64("micro-lora-cpu", 0.25, "with --train-while: the trainer's share of one core")
+	// With --spec, bench runs only an A/B of generations with drafts and
+	// without (and with --concurrency C, also of C streams at once).
 	sf := addSpecFlags(fs, "off")
 	specPrompt := fs.String("prompt", "", "with --spec: the prompt of the A/B generations (text, tokenized as generate does; default: 16 random tokens per stream)")
 	temp := fs.Float64("temp", 0, "with --spec: the sampling temperature of the A/B generations (0: greedy)")
@@ -158,6 +160,11 @@ func runBench(e *env, args []string) error {
 				tests = append(tests, benchResult{Test: fmt.Sprintf("tg%d", n), Gen: n})
 			}
 		}
+		if specOn {
+			// --spec runs its A/B only, which times the same generations
+			// without drafts.
+			tests = nil
+		}
 		for _, t := range tests {
 			t.Threads, t.ModelBytes, t.ModelParams = b.Threads(), size, params
 			t.Depth, t.KV = *depth, kf.precision.String()
@@ -184,7 +191,7 @@ func runBench(e *env, args []string) error {
 				fmt.Fprintf(e.stderr, "%s: %d threads, %s: %.2f tokens/s\n", m.ID(), t.Threads, t.Test, t.TokensPerS)
 			}
 		}
-		if *concurrency > 0 {
+		if *concurrency > 0 && !specOn {
 			gen := benchConcurrencyGen(nList)
 			var single float64
 			for _, c := range []int{1, *concurrency} {
