@@ -1,8 +1,10 @@
 package llamacpp_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ruvllm/ruvllm/api"
@@ -73,6 +75,60 @@ func TestCompletionSpeculative(t *testing.T) {
 		code, resp, _ := s.do(t, http.MethodPost, c.path, b)
 		if code != http.StatusBadRequest || !strings.Contains(string(resp), c.want) {
 			t.Errorf("%s %v: %d %s, want 400 naming %s", c.path, c.extra, code, resp, c.want)
+		}
+	}
+}
+
+// TestCompletionSpeculativeGrammar: a grammar constrains the drafts'
+// verification as it constrains plain decoding: with prompt lookup
+// drafting from a prompt that spells what the grammar allows, the text is
+// the one without drafts, follows the grammar, and some drafts were
+// verified; several requests at once share the forward passes.
+func TestCompletionSpeculativeGrammar(t *testing.T) {
+	s := startServerEngine(t, api.Options{}, backends.EngineOptions{Spec: backends.SpecOptions{Source: backends.SpecNgram}})
+	phrases := []string{"the cat sat on the mat. ", "a dog ran. "}
+	grammar := `root ::= ("` + phrases[0] + `" | "` + phrases[1] + `")+`
+	body := func(spec any) map[string]any {
+		return map[string]any{"prompt": "the cat sat on the mat. a dog ran. the cat sat on the mat. a dog ran. the cat sat on the mat.",
+			"n_predict": 64, "temperature": 0, "grammar": grammar, "speculative": spec}
+	}
+	off := s.post(t, "/completion", body("off"))
+	text, _ := off["content"].(string)
+	// The grammar's language, cut at n_predict: phrases, then the start
+	// of one.
+	rest := text
+	for cut := true; cut; {
+		cut = false
+		for _, p := range phrases {
+			if r, ok := strings.CutPrefix(rest, p); ok {
+				rest, cut = r, true
+			}
+		}
+	}
+	if text == rest || !strings.HasPrefix(phrases[0], rest) && !strings.HasPrefix(phrases[1], rest) {
+		t.Fatalf("without drafts %q does not follow the grammar", text)
+	}
+	specs := []any{"ngram", map[string]any{"source": "suffix", "n_max": 3}, map[string]any{"n_max": 6}}
+	got := make([]map[string]any, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Go(func() {
+			code, b, _ := s.do(t, http.MethodPost, "/completion", body(spec))
+			if code != http.StatusOK || json.Unmarshal(b, &got[i]) != nil {
+				t.Errorf("%v: %d %s", spec, code, b)
+			}
+		})
+	}
+	wg.Wait()
+	for i, on := range got {
+		if on == nil {
+			continue
+		}
+		if on["content"] != text {
+			t.Errorf("%v: %q, without drafts %q", specs[i], on["content"], text)
+		}
+		if tm := obj(on["timings"]); num(tm["draft_n"]) == 0 || num(tm["draft_n_accepted"]) == 0 {
+			t.Errorf("%v: timings %v: no draft verified and kept", specs[i], tm)
 		}
 	}
 }
