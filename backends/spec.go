@@ -77,12 +77,18 @@ const (
 	// speculative.n_max), so that a request cannot make the engine
 	// allocate huge buffers of logits.
 	MaxSpecTokens = 64
-	// DefaultSpecMax is SpecOptions.Max when it is 0.
-	DefaultSpecMax = 8
+	// DefaultSpecMax is SpecOptions.Max when it is 0: with the pending
+	// token, a step of one sequence holds 8 tokens, one tile of the
+	// batched Q4_0/Q4_K kernels (kernels.MatMulInterleaved), which unpack
+	// the weights once per tile; a ninth token starts another tile and
+	// the step costs 2.6 one-token steps instead of 1.7 (measured on the
+	// tinyllama-1.1b shape at Q4_0: docs/speculative.md).
+	DefaultSpecMax = 7
 	// DefaultSpecBatch is SpecOptions.MaxBatchTokens when it is 0: no
-	// drafts in a step that would hold more tokens than that (measured on
-	// the tinyllama-1.1b shape at Q4_0: docs/speculative.md).
-	DefaultSpecBatch = 16
+	// drafts in a step that would hold more tokens than that, the same
+	// tile: past it a draft adds a pass over the weights, and 8 streams
+	// lost 1–10% with drafts allowed past it (docs/speculative.md).
+	DefaultSpecBatch = 8
 	// DefaultSuffixTokens is SpecOptions.SuffixTokens when it is 0: the
 	// recent output tokens the suffix source remembers.
 	DefaultSuffixTokens = 1 << 18
