@@ -236,7 +236,7 @@ func runBench(e *env, args []string) error {
 					}
 					r := specResult{Test: fmt.Sprintf("tg%d", n), Spec: sf.sourceName(), Streams: c, Gen: n, Threads: b.Threads(), Temp: *temp}
 					p := backends.Params{Temperature: float32(*temp), Seed: seed}
-					r, err = benchSpecAB(ctx, b, kf.precision, sf.options(db), prompt, p, *reps, r)
+					r, err = benchSpecAB(ctx, b, kf.precision, sf.options(m, db), prompt, p, *reps, r)
 					if err != nil {
 						break
 					}

@@ -137,7 +137,7 @@ func runGenerate(e *env, args []string) error {
 		defer dm.Close()
 		defer db.Close()
 	}
-	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, IsEOG: m.Tokenizer.IsEOG, Spec: sf.options(db)})
+	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, IsEOG: m.Tokenizer.IsEOG, Spec: sf.options(m, db)})
 	if err != nil {
 		return err
 	}

@@ -403,7 +403,7 @@ func openServeModel(ctx context.Context, c *serveConfig, spec modelSpec, kv kvca
 		Batch:     c.batch,
 		KV:        kv,
 		IsEOG:     tok.IsEOG,
-		Spec:      c.spec.options(nil),
+		Spec:      c.spec.options(s.model, nil),
 	}
 	if c.spec.draft != "" {
 		if s.draft, err = models.Load(c.spec.draft, models.LoadOptions{Logger: c.log}); err != nil {
