@@ -125,6 +125,8 @@ func newMetrics(s *Server) *metrics {
 		{"ruvllm_kv_prefix_hit_tokens_total", "Prompt tokens found in the KV cache.", func(st *backends.EngineStats) float64 { return float64(st.KV.HitTokens) }},
 		{"ruvllm_kv_prefix_miss_tokens_total", "Prompt tokens not found in the KV cache.", func(st *backends.EngineStats) float64 { return float64(st.KV.MissTokens) }},
 		{"ruvllm_preemptions_total", "Sequences whose KV cache was dropped for lack of room, to be recomputed.", func(st *backends.EngineStats) float64 { return float64(st.Preemptions) }},
+		{"ruvllm_spec_drafted_tokens_total", "Tokens speculative decoding drafted and verified.", func(st *backends.EngineStats) float64 { return float64(st.SpecDrafted) }},
+		{"ruvllm_spec_accepted_tokens_total", "Drafted tokens accepted: generated without a forward pass of their own.", func(st *backends.EngineStats) float64 { return float64(st.SpecAccepted) }},
 	} {
 		f(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, kv(c.get)))
 	}

@@ -194,6 +194,23 @@ type Step struct {
 	// chosen tokens (what the output projection would multiply), for
 	// embeddings.
 	Hidden []float32
+	// Draft is how many of the step's last tokens are drafted by
+	// speculative decoding (fewer than len(Tokens)), to be verified
+	// against the logits of every token (AllTokens): a backend that is a
+	// DraftVerifier computes each token of such a step as a decode step of
+	// that one token would, and keeps the blocks holding drafted tokens
+	// out of its prefix cache, since the caller truncates the rejected
+	// ones away. 0 for every other step.
+	Draft int
+}
+
+// DraftVerifier is a Backend that honours Step.Draft, so that the engine
+// can verify drafted tokens in its forward passes (speculative decoding)
+// and get exactly the tokens it gets without drafts. It is optional: the
+// engine drafts nothing for a backend that is not one, or that reports
+// false.
+type DraftVerifier interface {
+	VerifiesDrafts() bool
 }
 
 // OutputRows is n: the number of rows Logits and Hidden must have.

@@ -83,6 +83,10 @@ type EngineOptions struct {
 	NoPrefixReuse bool
 	// IsEOG reports the end-of-generation tokens; nil means there are none.
 	IsEOG func(id tokenizer.ID) bool
+	// Spec configures speculative decoding (spec.go); the zero value
+	// drafts nothing. A backend that is not a DraftVerifier drafts
+	// nothing whatever it says.
+	Spec SpecOptions
 }
 
 // Request is one completion: a prompt and how to continue it.
@@ -145,6 +149,10 @@ type Request struct {
 	// a greedy draw gives the chosen token all the mass) rather than the
 	// model's (llama-server's post_sampling_probs).
 	PostSampling bool
+	// Speculative overrides the engine's speculative decoding for this
+	// request (its source, or SpecOff, and its draft lengths); the zero
+	// value keeps the engine's. Drafts never change what is generated.
+	Speculative SpecParams
 }
 
 // Constraint limits what one choice may generate, a token at a time: a
@@ -173,6 +181,11 @@ type Token struct {
 	// Top are the Request.TopLogprobs most likely tokens, most likely first;
 	// a fresh slice the receiver may keep.
 	Top []TokenLogprob
+	// Drafted and Accepted count, up to this token, the tokens
+	// speculative decoding drafted for the choice and those of them it
+	// generated (this one included), so that a consumer that stops
+	// reading (at a stop string) knows what its tokens cost.
+	Drafted, Accepted int
 }
 
 // Event is one step of one choice of a stream.
@@ -192,6 +205,10 @@ type Event struct {
 	// or Err), is how many prompt tokens the choice's sequence holds now,
 	// those reused (Stream.CachedTokens) included.
 	Prefilled int
+	// Drafted and Accepted, on the final event of a choice, count the
+	// tokens speculative decoding drafted for it and those of them it
+	// generated.
+	Drafted, Accepted int
 }
 
 // Stream is the output of a submitted request.
@@ -238,6 +255,9 @@ type EngineStats struct {
 	// servers (the Gateway API Inference Extension's endpoint picker) sends
 	// an adapter's requests where it is already in use.
 	RunningAdapters, WaitingAdapters []string
+	// SpecDrafted counts the tokens speculative decoding drafted since the
+	// engine started, SpecAccepted those of them generated.
+	SpecDrafted, SpecAccepted uint64
 	// RunningKVBytes is the memory of the KV caches of the running choices
 	// (blocks that several of them share count once for each, up to
 	// KV.UsedBytes). Idle slots keep their caches for prefix reuse until
@@ -272,6 +292,19 @@ type Engine struct {
 	// oldest, or none while there are decode steps.
 	prefill prefillMode
 
+	// verifier says the backend verifies drafts; suffix is SpecSuffix's
+	// cache of recent outputs (nil until a request uses it) and drafter
+	// SpecDraft's model. draftHold is the iteration before which nothing
+	// is drafted, after a call found no room for its drafts. dslots, dwant
+	// and dgot are the draft model's work of an iteration.
+	verifier  bool
+	suffix    *suffixCache
+	drafter   *modelDrafter
+	draftHold uint64
+	dslots    []*slot
+	dwant     []int
+	dgot      []int
+
 	mu    sync.Mutex
 	queue []*request // waiting for slots, in arrival order
 	idle  int        // free slots
@@ -297,6 +330,8 @@ type Engine struct {
 	prompt  atomic.Uint64
 	gen     atomic.Uint64
 	cached  atomic.Uint64
+	// drafted and accepted are EngineStats' SpecDrafted and SpecAccepted.
+	drafted, accepted atomic.Uint64
 }
 
 // slotState is what a slot does in the next iteration.
@@ -366,6 +401,11 @@ type slot struct {
 	// holds its allowed tokens for the sampler, made at its first use.
 	constraint Constraint
 	mask       []uint64
+	// promptLen is the length of the choice's prompt as submitted (prompt
+	// grows when a preempted choice resumes); spec its speculative
+	// decoding.
+	promptLen int
+	spec      specState
 }
 
 // request is a submitted completion or embedding.
@@ -394,6 +434,7 @@ type request struct {
 	noCache      bool
 	postSampling bool
 	progress     bool
+	spec         SpecParams
 
 	// Owned by the loop.
 	admitted   int // choices that have started (or ended while queued)
@@ -424,6 +465,9 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 	}
 	if o.Batch == 0 {
 		o.Batch = DefaultBatch
+	}
+	if err := checkSpecOptions(&o.Spec, b, info); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		plain:    NewSampler(Params{}, info.VocabSize),
@@ -459,6 +503,23 @@ func NewEngine(b Backend, o EngineOptions) (*Engine, error) {
 	}
 	// The backend may cap MaxLen below what was asked.
 	e.opt.MaxLen = e.slots[0].seq.MaxLen()
+	if v, ok := b.(DraftVerifier); ok && v.VerifiesDrafts() {
+		e.verifier = true
+	}
+	if e.verifier && o.Spec.Draft != nil {
+		d, err := newModelDrafter(o.Spec.Draft, o.Parallel, SequenceOptions{MaxLen: e.opt.MaxLen, KV: o.KV})
+		if err != nil {
+			e.closeSequences()
+			return nil, fmt.Errorf("backends: draft model: %w", err)
+		}
+		e.drafter = d
+		e.dslots = make([]*slot, 0, o.Parallel)
+		e.dwant = make([]int, o.Parallel)
+		e.dgot = make([]int, o.Parallel)
+	}
+	if e.verifier && o.Spec.Source == SpecSuffix {
+		e.suffix = newSuffixCache(o.Spec.SuffixTokens)
+	}
 	_, e.adapters = e.slots[0].seq.(AdapterSequence)
 	e.updateKVBytes()
 	e.timer = time.NewTimer(time.Hour)
@@ -497,6 +558,8 @@ func (e *Engine) Stats() EngineStats {
 		GeneratedTokens: e.gen.Load(),
 		CachedTokens:    e.cached.Load(),
 		Preemptions:     e.preempt.Load(),
+		SpecDrafted:     e.drafted.Load(),
+		SpecAccepted:    e.accepted.Load(),
 	}
 	e.kvMu.Lock()
 	st.KV = e.kvStats
@@ -561,6 +624,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 		noCache:      r.NoCache,
 		postSampling: r.PostSampling,
 		progress:     r.Progress,
+		spec:         r.Speculative,
 	}
 	if r.Slot != nil {
 		req.slot = *r.Slot
@@ -609,6 +673,10 @@ func (e *Engine) closeSequences() {
 			s.seq.Close()
 			s.seq = nil
 		}
+	}
+	if e.drafter != nil {
+		e.drafter.close()
+		e.drafter = nil
 	}
 }
 

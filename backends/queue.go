@@ -35,6 +35,9 @@ func (e *Engine) validate(r *Request) error {
 	if err := r.Sampling.ValidateVocab(e.info.VocabSize); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
+	if err := e.validateSpec(r.Speculative); err != nil {
+		return err
+	}
 	return e.checkTokens(r.Prompt)
 }
 
@@ -178,7 +181,9 @@ func (e *Engine) start(r *request, s *slot) {
 		e.adapterChoices[r.adapter.Name]++
 	}
 	s.prompt = append(s.prompt[:0], r.prompt...)
+	s.promptLen = len(r.prompt)
 	s.made = 0
+	e.startSpec(r, s)
 	e.prompt.Add(uint64(len(r.prompt)))
 	in := &e.slotInfo[s.id]
 	in.Processing, in.PromptTokens, in.MaxTokens = true, len(r.prompt), r.maxTokens

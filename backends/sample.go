@@ -464,6 +464,136 @@ func (s *Sampler) Sample(logits []float32) tokenizer.ID {
 	return tokenizer.ID(s.draw(c))
 }
 
+// Verify decides a token that speculative decoding drafted for this step
+// (a point mass: the drafter proposed draft and nothing else) from the
+// step's logits, so that the token it returns has exactly the distribution
+// Sample draws from. A greedy sampler returns the most likely token, which
+// accepts the draft when it is that token. Otherwise the draft is accepted
+// with its probability p(draft) under the distribution Sample draws from
+// (after the bias, penalties, mask, filters and temperature); when it is
+// not, the token is drawn from that distribution with the draft left out,
+// p(x)/(1-p(draft)). Together, P(x) = p(draft)·[x = draft] +
+// (1-p(draft))·p(x)/(1-p(draft))·[x ≠ draft] = p(x). A rejection takes
+// two random numbers where Sample takes one, so a seeded run with drafts
+// draws other tokens than one without (with the same distribution).
+func (s *Sampler) Verify(logits []float32, draft tokenizer.ID) (id tokenizer.ID, accepted bool) {
+	w := s.prepare(logits)
+	if s.greedy {
+		id = tokenizer.ID(argmax(w))
+		return id, id == draft
+	}
+	if c := s.filter(w); c != nil {
+		return s.verifyCandidates(c, int32(draft))
+	}
+	return s.verifyAll(w, int32(draft))
+}
+
+// verifyCandidates is Verify's draw over the candidates the filters kept;
+// it overwrites their logits with the unnormalised probabilities.
+func (s *Sampler) verifyCandidates(c []candidate, draft int32) (tokenizer.ID, bool) {
+	m := float32(math.Inf(-1))
+	best := 0
+	for i, x := range c {
+		if x.logit > m {
+			m, best = x.logit, i
+		}
+	}
+	if math.IsInf(float64(m), 0) {
+		return tokenizer.ID(c[best].id), c[best].id == draft
+	}
+	var sum, pd float64
+	for i := range c {
+		e := expNeg((c[i].logit - m) * s.invTemp)
+		c[i].logit = e
+		sum += float64(e)
+		if c[i].id == draft {
+			pd = float64(e)
+		}
+	}
+	if !(sum > 0) || math.IsInf(sum, 0) {
+		return tokenizer.ID(c[best].id), c[best].id == draft
+	}
+	if s.uniform()*sum < pd {
+		return tokenizer.ID(draft), true
+	}
+	// The residual: the same weights with the draft's taken out.
+	var rest float64
+	for i := range c {
+		if c[i].id == draft {
+			c[i].logit = 0
+		}
+		rest += float64(c[i].logit)
+	}
+	if !(rest > 0) {
+		return tokenizer.ID(draft), true // the draft had all the mass
+	}
+	u := s.uniform() * rest
+	var cum float64
+	for _, x := range c {
+		cum += float64(x.logit)
+		if cum > u {
+			return tokenizer.ID(x.id), false
+		}
+	}
+	for i := len(c) - 1; i >= 0; i-- {
+		if c[i].logit > 0 {
+			return tokenizer.ID(c[i].id), false
+		}
+	}
+	return tokenizer.ID(draft), true
+}
+
+// verifyAll is Verify's draw over the whole vocabulary (no filter on); it
+// overwrites w with the unnormalised probabilities.
+func (s *Sampler) verifyAll(w []float32, draft int32) (tokenizer.ID, bool) {
+	best := argmax(w)
+	m := w[best]
+	if math.IsInf(float64(m), 0) || m != m {
+		return tokenizer.ID(best), int32(best) == draft
+	}
+	var sum float64
+	for i, v := range w {
+		e := expNeg((v - m) * s.invTemp)
+		w[i] = e
+		sum += float64(e)
+	}
+	if !(sum > 0) || math.IsInf(sum, 0) {
+		return tokenizer.ID(best), int32(best) == draft
+	}
+	var pd float64
+	if draft >= 0 && int(draft) < len(w) {
+		pd = float64(w[draft])
+	}
+	if s.uniform()*sum < pd {
+		return tokenizer.ID(draft), true
+	}
+	rest := sum - pd
+	if draft >= 0 && int(draft) < len(w) {
+		w[draft] = 0
+		rest = 0
+		for _, e := range w {
+			rest += float64(e)
+		}
+	}
+	if !(rest > 0) {
+		return tokenizer.ID(draft), true
+	}
+	u := s.uniform() * rest
+	var cum float64
+	for i, e := range w {
+		cum += float64(e)
+		if cum > u {
+			return tokenizer.ID(i), false
+		}
+	}
+	for i := len(w) - 1; i >= 0; i-- {
+		if w[i] > 0 {
+			return tokenizer.ID(i), false
+		}
+	}
+	return tokenizer.ID(best), int32(best) == draft
+}
+
 // filter applies top-k, top-p and min-p to the prepared logits w and returns
 // the surviving candidates in no particular order, or nil when no filter is
 // on (every token stays).

@@ -62,6 +62,10 @@ func (e *Engine) step() bool {
 	}
 	err := e.b.Forward(e.steps)
 	full, gaveUp := e.recoverForward(err, decodes)
+	if full && e.drafts(decodes) {
+		// The drafts may be what did not fit: none for a while.
+		e.draftHold = e.tick + specHold
+	}
 	// Published before any stream of this step ends, so that whoever saw
 	// the end reads figures that count it.
 	e.updateKVBytes()
@@ -87,6 +91,7 @@ func (e *Engine) buildBatch() (decodes int) {
 		e.add(s, Step{Seq: s.seq, Tokens: s.next[:], Logits: s.logits})
 	}
 	decodes = len(e.steps)
+	e.planDrafts(decodes)
 	budget := e.opt.Batch
 	if e.prefill == prefillNone && decodes > 0 {
 		budget = 0
@@ -268,7 +273,11 @@ func (e *Engine) after(s *slot, st *Step) {
 			e.sample(s)
 		}
 	case slotDecode:
-		e.sample(s)
+		if st.Draft > 0 {
+			e.verify(s, st)
+		} else {
+			e.sample(s)
+		}
 	}
 }
 

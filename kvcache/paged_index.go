@@ -92,9 +92,16 @@ func (p *Pool) unregister(b int) {
 // shares that one and gives its own copy back: block ids read before Commit
 // may change. Committed blocks are never written again; a table that needs
 // to (after Truncate into one) copies it first.
-func (t *BlockTable) Commit() {
+func (t *BlockTable) Commit() { t.CommitBelow(len(t.tokens)) }
+
+// CommitBelow is Commit of the full blocks within the first n tokens only:
+// the tokens past n are drafts of speculative decoding, which may be
+// truncated away, so the blocks holding them stay out of the prefix index
+// (and out of the store) until the tokens are kept and a later Commit
+// enters them.
+func (t *BlockTable) CommitBelow(n int) {
 	p := t.pool
-	full := len(t.tokens) / p.bt
+	full := min(max(n, 0), len(t.tokens)) / p.bt
 	for i := t.committed; i < full; i++ {
 		parentHash, parentID := t.namespace, t.namespace
 		if i > 0 {

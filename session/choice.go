@@ -44,8 +44,11 @@ type choice struct {
 	logprobs    bool
 	pending     []tokenEntry // entries whose text is not fully emitted
 	tokens      int          // generated tokens received
-	finish      FinishReason // "" while running
-	stopSeq     string
+	// drafted and accepted are the speculative decoding counts of the
+	// last token received.
+	drafted, accepted int
+	finish            FinishReason // "" while running
+	stopSeq           string
 	// firstToken and ended are when the choice's first token came and
 	// when it finished.
 	firstToken, ended time.Time
@@ -72,6 +75,7 @@ type choice struct {
 // choice.
 func (c *choice) addToken(t *backends.Token) (string, []tokenEntry, bool) {
 	c.tokens++
+	c.drafted, c.accepted = t.Drafted, t.Accepted
 	piece := c.dec.Add(t.ID)
 	if c.logprobs {
 		end := c.decoded + len(piece)

@@ -120,6 +120,10 @@ type Usage struct {
 	// CachedTokens are the prompt tokens whose prefill prefix reuse
 	// skipped.
 	CachedTokens int
+	// DraftedTokens are the tokens speculative decoding drafted for the
+	// completion tokens, AcceptedTokens those of them generated (part of
+	// CompletionTokens): their ratio is the acceptance rate.
+	DraftedTokens, AcceptedTokens int
 }
 
 // TotalTokens is prompt and completion tokens.

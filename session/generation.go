@@ -486,7 +486,7 @@ func (g *Generation) submit(ctx context.Context, constraint func() backends.Cons
 			st, err := m.Engine.Submit(cctx, backends.Request{Prompt: p.ids, MaxTokens: maxTokens, Sampling: sp, N: 1, TopLogprobs: top,
 				Adapter: adapter, AdapterScale: scale, PromptLogprobs: req.PromptLogprobs, Constraint: constraint,
 				MinTokens: req.MinTokens, IgnoreEOS: req.IgnoreEOS, Slot: req.Slot, NoCache: req.NoCache, PostSampling: req.PostSampling,
-				Progress: req.Progress})
+				Progress: req.Progress, Speculative: req.Speculative})
 			if err != nil {
 				cancel()
 				if errors.Is(err, backends.ErrContextLength) {
@@ -756,6 +756,8 @@ func (g *Generation) Usage() Usage {
 	}
 	for _, c := range g.choices {
 		u.CompletionTokens += c.tokens
+		u.DraftedTokens += c.drafted
+		u.AcceptedTokens += c.accepted
 		if c.index%g.req.N == 0 {
 			// The engine sets CachedTokens before the first event, which
 			// run has received for a finished choice.

@@ -110,6 +110,10 @@ type Request struct {
 	// token was drawn from, after the sampler's filters and temperature
 	// (llama-server's post_sampling_probs).
 	PostSampling bool
+	// Speculative overrides the engine's speculative decoding (its draft
+	// source and lengths) for this request; the zero value keeps the
+	// server's. It changes the speed, never the output.
+	Speculative backends.SpecParams
 	// LoRAScale, when set, multiplies the adapter's updates (0 is the base
 	// model exactly); it needs an adapter.
 	LoRAScale *float32

@@ -47,13 +47,16 @@ type Throughput struct {
 	PromptTime                 time.Duration
 	Generated                  int
 	GenerationTime             time.Duration
+	// Drafted and Accepted are speculative decoding's tokens drafted and
+	// generated of them (llama-server's draft_n, draft_n_accepted).
+	Drafted, Accepted int
 }
 
 // ChoiceThroughput is choice i's throughput so far; now stands for the end
 // of a choice still running.
 func (g *Generation) ChoiceThroughput(i int, now time.Time) Throughput {
 	c := g.choices[i]
-	t := Throughput{Generated: c.tokens}
+	t := Throughput{Generated: c.tokens, Drafted: c.drafted, Accepted: c.accepted}
 	if c.stream != nil {
 		t.CachedTokens = c.stream.CachedTokens
 	}
@@ -78,7 +81,8 @@ func (g *Generation) ChoiceThroughput(i int, now time.Time) Throughput {
 // choice and the generation time from there to the end.
 func (g *Generation) Throughput(now time.Time) Throughput {
 	u := g.Usage()
-	t := Throughput{CachedTokens: u.CachedTokens, PromptTokens: u.PromptTokens - u.CachedTokens, Generated: u.CompletionTokens}
+	t := Throughput{CachedTokens: u.CachedTokens, PromptTokens: u.PromptTokens - u.CachedTokens, Generated: u.CompletionTokens,
+		Drafted: u.DraftedTokens, Accepted: u.AcceptedTokens}
 	end := g.ended
 	if end.IsZero() {
 		end = now
@@ -108,7 +112,7 @@ func (t Throughput) TimingsJSON() TimingsJSON {
 		return
 	}
 	j := TimingsJSON{CacheN: t.CachedTokens, PromptN: t.PromptTokens, PromptMS: ms(t.PromptTime),
-		PredictedN: t.Generated, PredictedMS: ms(t.GenerationTime)}
+		PredictedN: t.Generated, PredictedMS: ms(t.GenerationTime), DraftN: t.Drafted, DraftNAccepted: t.Accepted}
 	j.PromptPerTokenMS, j.PromptPerSecond = per(t.PromptTokens, t.PromptTime)
 	j.PredictedPerTokenMS, j.PredictedPerSecond = per(t.Generated, t.GenerationTime)
 	return j
@@ -126,6 +130,11 @@ type TimingsJSON struct {
 	PredictedMS         float64 `json:"predicted_ms"`
 	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
 	PredictedPerSecond  float64 `json:"predicted_per_second"`
+	// DraftN and DraftNAccepted are speculative decoding's drafted
+	// tokens and those accepted, as llama-server reports them; absent when
+	// nothing was drafted.
+	DraftN         int `json:"draft_n,omitempty"`
+	DraftNAccepted int `json:"draft_n_accepted,omitempty"`
 }
 
 // ChoiceSlot is the engine slot choice i runs in; call it from the Sink,

@@ -22,9 +22,9 @@ const llamaDefaultSeed = 0xFFFFFFFF
 // ignoredFields are llama-server's completion fields accepted and ignored
 // because they change nothing here: n_keep and n_discard (context shift,
 // which this server does not do: a prompt that does not fit is refused),
-// min_keep, the speculative decoding settings, and the chat-parsing
-// settings the OpenAI route uses (this route returns the raw text).
-var ignoredFields = []string{"n_keep", "n_discard", "min_keep", "speculative.n_max", "speculative.n_min", "speculative.p_min",
+// min_keep, and the chat-parsing settings the OpenAI route uses (this
+// route returns the raw text).
+var ignoredFields = []string{"n_keep", "n_discard", "min_keep",
 	"chat_format", "reasoning_format", "reasoning_in_content", "thinking_forced_open", "parse_tool_calls", "preserved_tokens",
 	"t_max_prompt_ms", "stream_options", "id", "id_task"}
 
@@ -165,6 +165,9 @@ func (a *API) parseCompletion(f *jsonhttp.Fields) (*completionRequest, error) {
 	// llama-server drops empty stop words.
 	req.Stop = dropEmpty(req.Stop)
 	if req.IgnoreEOS, _, err = f.Bool("ignore_eos"); err != nil {
+		return nil, err
+	}
+	if req.Speculative, err = openai.ParseSpeculative(f); err != nil {
 		return nil, err
 	}
 	for _, name := range []string{"n_indent", "t_max_predict_ms"} {

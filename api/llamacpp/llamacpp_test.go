@@ -50,9 +50,17 @@ func startServer(t *testing.T, o api.Options) *server {
 // batch prompt tokens a step (0: its default).
 func startServerBatch(t *testing.T, o api.Options, batch int) *server {
 	t.Helper()
+	return startServerEngine(t, o, backends.EngineOptions{Batch: batch})
+}
+
+// startServerEngine is startServer with an engine of options eo (its
+// parallel slots, context and end-of-generation tokens set here).
+func startServerEngine(t *testing.T, o api.Options, eo backends.EngineOptions) *server {
+	t.Helper()
 	m := testmodel.Tiny(t)
 	b := testmodel.Backend(t, "native", m, backends.Options{Threads: 1, KVTokens: testParallel * testMaxLen})
-	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: testParallel, MaxLen: testMaxLen, IsEOG: m.Tokenizer.IsEOG, Batch: batch})
+	eo.Parallel, eo.MaxLen, eo.IsEOG = testParallel, testMaxLen, m.Tokenizer.IsEOG
+	eng, err := backends.NewEngine(b, eo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ func FuzzChatRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"logit_bias":[[1,false]]}`,
 		`{"messages":[],"n":3,"stop":["a"],"stream":true,"stream_options":{"include_usage":true},"chat_template_kwargs":{"enable_thinking":false}}`,
 		`{"messages":[{"role":"user","content":"x"}],"guided_choice":["a","b"],"structured_outputs":{"regex":"a+"},"grammar":"root ::= \"a\""}`,
+		`{"messages":[{"role":"user","content":"x"}],"speculative":{"source":"suffix","n_max":4,"n_min":1,"p_min":0.5},"speculative.n_max":3}`,
+		`{"messages":[{"role":"user","content":"x"}],"speculative":"ngram","speculative.n_min":2}`,
 	} {
 		f.Add(s)
 	}

@@ -104,8 +104,12 @@ func verboseOf(h responseHead, gen *session.Generation) *Verbose {
 
 // usageOf is OpenAI's usage object.
 func usageOf(u session.Usage) Usage {
-	return Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens(),
+	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens(),
 		PromptTokensDetails: &PromptTokensDetails{CachedTokens: u.CachedTokens}}
+	if u.DraftedTokens > 0 {
+		out.Speculative = &SpeculativeUsage{DraftedTokens: u.DraftedTokens, AcceptedTokens: u.AcceptedTokens}
+	}
+	return out
 }
 
 // chunks writes the chunks of a stream whose choices have the shape C.

@@ -112,6 +112,9 @@ func parseGen(f *jsonhttp.Fields, ms *session.Models, maxTokenFields ...string) 
 	if g.perToken, _, err = f.Bool("timings_per_token"); err != nil {
 		return nil, err
 	}
+	if req.Speculative, err = ParseSpeculative(f); err != nil {
+		return nil, err
+	}
 	// llama-server's return_progress: prompt progress chunks, in a stream.
 	if p, _, err := f.Bool("return_progress"); err != nil {
 		return nil, err
@@ -392,4 +395,102 @@ func parseLogitBias(v json.RawMessage, tokenize func(string) []tokenizer.ID) (ma
 		}
 	}
 	return bias, nil
+}
+
+// ParseSpeculative reads a request's speculative decoding settings: this
+// server's "speculative", a source name ("off", "ngram", "suffix",
+// "draft"), a boolean (false: off), or an object {"source", "n_max",
+// "n_min", "p_min"}; and llama-server's flat "speculative.n_max",
+// "speculative.n_min" and "speculative.p_min". n_max 0 drafts nothing;
+// p_min (llama-server's least draft probability) is accepted and
+// ignored, as the draft sources here rank their proposals themselves.
+// Values out of range are errors that name the field.
+func ParseSpeculative(f *jsonhttp.Fields) (backends.SpecParams, error) {
+	var p backends.SpecParams
+	limits := func(o *jsonhttp.Fields, maxName, minName, pName string) error {
+		for _, c := range []struct {
+			name string
+			dst  *int
+		}{{maxName, &p.Max}, {minName, &p.Min}} {
+			v, ok, err := o.Integer(c.name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if v < 0 || v > backends.MaxSpecTokens {
+				return session.Invalid(o.Param(c.name), session.CodeInvalidValue, "%s must be between 0 and %d, got %d",
+					o.Param(c.name), backends.MaxSpecTokens, v)
+			}
+			if c.dst == &p.Max && v == 0 {
+				p.Source = backends.SpecOff
+			}
+			*c.dst = int(v)
+		}
+		if v, ok, err := o.Number(pName); err != nil {
+			return err
+		} else if ok && !(v >= 0 && v <= 1) {
+			return session.Invalid(o.Param(pName), session.CodeInvalidValue, "%s must be between 0 and 1, got %g", o.Param(pName), v)
+		}
+		return nil
+	}
+	source := func(name, v string) error {
+		s, err := backends.ParseSpecSource(v)
+		if err != nil {
+			return session.Invalid(name, session.CodeInvalidValue, "%s: %v", name, err)
+		}
+		if p.Source != backends.SpecOff {
+			p.Source = s
+		}
+		return nil
+	}
+	if err := limits(f, "speculative.n_max", "speculative.n_min", "speculative.p_min"); err != nil {
+		return p, err
+	}
+	if raw, ok := f.Peek("speculative"); ok {
+		var b bool
+		var s string
+		switch {
+		case json.Unmarshal(raw, &b) == nil:
+			f.Ignore("speculative")
+			if !b {
+				p.Source = backends.SpecOff
+			}
+		case json.Unmarshal(raw, &s) == nil:
+			f.Ignore("speculative")
+			if err := source(f.Param("speculative"), s); err != nil {
+				return p, err
+			}
+		default:
+			o, _, err := f.Object("speculative")
+			if err != nil {
+				return p, err
+			}
+			if err := limits(o, "n_max", "n_min", "p_min"); err != nil {
+				return p, err
+			}
+			src, ok, err := o.Str("source")
+			if err != nil {
+				return p, err
+			}
+			if !ok {
+				if src, ok, err = o.Str("type"); err != nil {
+					return p, err
+				}
+			}
+			if ok {
+				if err := source(o.Param("source"), src); err != nil {
+					return p, err
+				}
+			}
+			if err := o.Unknown(); err != nil {
+				return p, err
+			}
+		}
+	}
+	if p.Max > 0 && p.Min > p.Max {
+		return p, session.Invalid("speculative.n_min", session.CodeInvalidValue, "speculative n_min %d is above n_max %d", p.Min, p.Max)
+	}
+	return p, nil
 }

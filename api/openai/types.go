@@ -17,6 +17,17 @@ type Usage struct {
 	CompletionTokens    int                  `json:"completion_tokens"`
 	TotalTokens         int                  `json:"total_tokens"`
 	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	// Speculative counts speculative decoding's drafted tokens and those
+	// of them generated; absent when nothing was drafted.
+	Speculative *SpeculativeUsage `json:"speculative,omitempty"`
+}
+
+// SpeculativeUsage is this server's usage.speculative: the tokens
+// speculative decoding drafted for a response and those accepted (which
+// are part of completion_tokens).
+type SpeculativeUsage struct {
+	DraftedTokens  int `json:"drafted_tokens"`
+	AcceptedTokens int `json:"accepted_tokens"`
 }
 
 // PromptTokensDetails says how many prompt tokens the prefix cache held.

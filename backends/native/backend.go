@@ -73,7 +73,15 @@ type Backend struct {
 	sparsity float64
 }
 
-var _ backends.Backend = (*Backend)(nil)
+var (
+	_ backends.Backend       = (*Backend)(nil)
+	_ backends.DraftVerifier = (*Backend)(nil)
+)
+
+// VerifiesDrafts implements backends.DraftVerifier: a step's drafted
+// tokens run through the arithmetic of single-token decode steps (forward.go)
+// and stay out of the prefix index until they are kept.
+func (b *Backend) VerifiesDrafts() bool { return true }
 
 // SparseBackend is the name the native backend registers its sparse run of
 // sparsified files under (backends.Open).

@@ -51,8 +51,11 @@ func (b *Backend) Forward(steps []backends.Step) error {
 				rows = 0
 			}
 			n := min(len(st.Tokens)-tok, b.maxBatch-rows)
+			// Drafted tokens are computed as decode steps of one token
+			// would be, so that verifying them gives the logits of
+			// decoding one token at a time to the bit.
 			bf.segs = append(bf.segs, segment{seq: s, step: i, tok0: tok, n: n, row0: rows, pos0: s.Len(),
-				prompt: len(st.Tokens) > 1})
+				prompt: len(st.Tokens) > 1 && st.Draft == 0})
 			switch {
 			case !wants:
 			case st.Outputs == backends.AllTokens:
@@ -99,6 +102,8 @@ func (b *Backend) check(steps []backends.Step) error {
 				i, len(st.Tokens), s.Len(), s.MaxLen(), backends.ErrContextFull)
 		case st.Outputs != backends.LastToken && st.Outputs != backends.AllTokens:
 			return fmt.Errorf("native: step %d: unknown outputs %d", i, st.Outputs)
+		case st.Draft < 0 || st.Draft >= len(st.Tokens):
+			return fmt.Errorf("native: step %d: %d drafted tokens of %d", i, st.Draft, len(st.Tokens))
 		}
 		s.call = b.call
 		pt := s.Table.Pool().Type()
@@ -171,8 +176,11 @@ func (b *Backend) pass(steps []backends.Step, n int) {
 	}
 	for _, sg := range bf.segs {
 		// The blocks this pass filled are written in every layer now:
-		// offer them to later prompts.
-		sg.seq.Table.Commit()
+		// offer them to later prompts, except those holding drafted
+		// tokens, which the caller may take back.
+		st := &steps[sg.step]
+		drafts := max(0, sg.tok0+sg.n-(len(st.Tokens)-st.Draft))
+		sg.seq.Table.CommitBelow(sg.seq.Table.Len() - drafts)
 	}
 	b.outputs(steps)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ruvllm/ruvllm/kvcache"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
+	"github.com/ruvllm/ruvllm/session"
 )
 
 func init() {
@@ -42,7 +43,7 @@ type benchResult struct {
 }
 
 func runBench(e *env, args []string) error {
-	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--json]")
+	fs := newFlags("bench", "--model PATH [-p 128[,512]] [-n 64] [-d 0] [-t T[,T2]] [-r 3] [--kv f16|q8|q4|tiered] [--concurrency C] [--prefix-reuse] [--spec ngram|suffix|draft [--draft M.gguf] [--prompt TEXT] [--temp T --seed S]] [--json]")
 	src := addModelFlags(fs)
 	bf := addBackendFlags(fs, false)
 	kf := addKVFlags(fs, defaultToolKV)
@@ -60,6 +61,12 @@ func runBench(e *env, args []string) error {
 	turnTokens := fs.Int("turn-tokens", 150, "with --prefix-reuse: new tokens per turn")
 	trainWhile := fs.String("train-while", "", "with --concurrency: time the C streams also while a MicroLoRA trainer learns this preference set's pairs, in alternation (-r times each)")
 	microCPU := fs.Float64("micro-lora-cpu", 0.25, "with --train-while: the trainer's share of one core")
+	// With --spec, bench runs only an A/B of generations with drafts and
+	// without (and with --concurrency C, also of C streams at once).
+	sf := addSpecFlags(fs, "off")
+	specPrompt := fs.String("prompt", "", "with --spec: the prompt of the A/B generations (text, tokenized as generate does; default: 16 random tokens per stream)")
+	temp := fs.Float64("temp", 0, "with --spec: the sampling temperature of the A/B generations (0: greedy)")
+	seed := fs.Int64("seed", 1, "with --spec and --temp: the seed of stream i is this + i")
 	if _, err := fs.parse(args, e.stdout); err != nil {
 		return err
 	}
@@ -98,6 +105,12 @@ func runBench(e *env, args []string) error {
 	if err := kf.check(); err != nil {
 		return err
 	}
+	if err := sf.check(); err != nil {
+		return err
+	}
+	if p := (backends.Params{Temperature: float32(*temp)}); p.Validate() != nil {
+		return fmt.Errorf("%w: --temp %v", errUsage, *temp)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	m, err := src.load(ctx, models.LoadOptions{Logger: e.log})
@@ -113,6 +126,12 @@ func runBench(e *env, args []string) error {
 	var results []benchResult
 	var conc []concurrencyResult
 	var turns []prefixTurn
+	var specs []specResult
+	var prompt []tokenizer.ID
+	if *specPrompt != "" {
+		prompt = session.EncodePrompt(m.Tokenizer, *specPrompt)
+	}
+	specOn := sf.sourceName() != "off"
 	// One KV pool serves every test: room for the longest prompt, the
 	// concurrent streams and the whole chat.
 	kvTokens := m.Config.ContextLength
@@ -141,6 +160,11 @@ func runBench(e *env, args []string) error {
 				tests = append(tests, benchResult{Test: fmt.Sprintf("tg%d", n), Gen: n})
 			}
 		}
+		if specOn {
+			// --spec runs its A/B only, which times the same generations
+			// without drafts.
+			tests = nil
+		}
 		for _, t := range tests {
 			t.Threads, t.ModelBytes, t.ModelParams = b.Threads(), size, params
 			t.Depth, t.KV = *depth, kf.precision.String()
@@ -167,7 +191,7 @@ func runBench(e *env, args []string) error {
 				fmt.Fprintf(e.stderr, "%s: %d threads, %s: %.2f tokens/s\n", m.ID(), t.Threads, t.Test, t.TokensPerS)
 			}
 		}
-		if *concurrency > 0 {
+		if *concurrency > 0 && !specOn {
 			gen := benchConcurrencyGen(nList)
 			var single float64
 			for _, c := range []int{1, *concurrency} {
@@ -195,6 +219,43 @@ func runBench(e *env, args []string) error {
 			}
 			printTrainWhile(e.stdout, tw)
 		}
+		if specOn {
+			dm, db, err := sf.openDraft(e.log, m, b.Threads(), kvTokens)
+			if err != nil {
+				b.Close()
+				return err
+			}
+			streams := []int{1}
+			if *concurrency > 1 {
+				streams = append(streams, *concurrency)
+			}
+			for _, n := range nList {
+				for _, c := range streams {
+					if n == 0 {
+						continue
+					}
+					r := specResult{Test: fmt.Sprintf("tg%d", n), Spec: sf.sourceName(), Streams: c, Gen: n, Threads: b.Threads(), Temp: *temp}
+					p := backends.Params{Temperature: float32(*temp), Seed: seed}
+					r, err = benchSpecAB(ctx, b, kf.precision, sf.options(m, db), prompt, p, *reps, r)
+					if err != nil {
+						break
+					}
+					specs = append(specs, r)
+					if !*asJSON {
+						fmt.Fprintf(e.stderr, "%s: %s x%d spec %s: %.2f against %.2f tokens/s off (%.2fx), accept_rate %.2f\n",
+							m.ID(), r.Test, c, r.Spec, r.TokensPerS, r.OffTokensPerS, r.Speedup, r.AcceptRate)
+					}
+				}
+			}
+			if db != nil {
+				db.Close()
+				dm.Close()
+			}
+			if err != nil {
+				b.Close()
+				return err
+			}
+		}
 		if *prefixReuse {
 			t, err := benchPrefixReuse(ctx, b, kf.precision, 6, *turnTokens, 16)
 			if err != nil {
@@ -208,10 +269,10 @@ func runBench(e *env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		if conc == nil && turns == nil {
+		if conc == nil && turns == nil && specs == nil {
 			return enc.Encode(results)
 		}
-		return enc.Encode(map[string]any{"tests": results, "concurrency": conc, "prefix_reuse": turns})
+		return enc.Encode(map[string]any{"tests": results, "concurrency": conc, "prefix_reuse": turns, "speculative": specs})
 	}
 	if len(results) > 0 {
 		// The pool's figure after the last test (the largest context,
@@ -235,6 +296,9 @@ func runBench(e *env, args []string) error {
 	if len(turns) > 0 {
 		fmt.Fprintln(e.stdout)
 		printPrefixTurns(e.stdout, turns)
+	}
+	if len(specs) > 0 {
+		printSpecResults(e.stdout, specs)
 	}
 	return nil
 }

@@ -387,3 +387,81 @@ func TestBenchDepthKV(t *testing.T) {
 		t.Fatalf("%+v, want %d bytes a token", rs, (3*block8+block16)/72)
 	}
 }
+
+// TestGenerateSpeculative: generate's --spec sources (and llama-server's
+// flag spellings) give the ids it gives without drafts, report what they
+// drafted, and bench --spec prints accept_rate in its JSON; bad flags
+// are usage errors.
+func TestGenerateSpeculative(t *testing.T) {
+	stories := shared.Path(t, "models", "stories260K.gguf")
+	// The prompt quotes the story stories260K tells from BOS, so the
+	// sequence repeats itself and prompt lookup drafts right.
+	const story = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. Once upon a time,"
+	gen := func(t *testing.T, args ...string) generateResult {
+		t.Helper()
+		out, stderr, code := run(t, append([]string{"generate", "--model", stories, "--prompt", story, "--temp", "0", "-n", "48", "--json", "-t", "1"}, args...)...)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		var r generateResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	off := gen(t, "--spec", "off")
+	if off.Drafted != 0 {
+		t.Fatalf("--spec off drafted %d", off.Drafted)
+	}
+	// stories260K is too small to gain from drafts: by default it drafts
+	// nothing.
+	if def := gen(t); def.Drafted != 0 || fmtInts(def.IDs) != fmtInts(off.IDs) {
+		t.Fatalf("default: drafted %d, ids %v, want none and %v", def.Drafted, def.IDs, off.IDs)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"ngram", []string{"--spec", "ngram"}},
+		{"suffix", []string{"--spec", "suffix", "--spec-max", "4"}},
+		{"draft", []string{"-md", stories, "--draft-max", "6", "--draft-min", "2", "--draft-p-min", "0.5", "-td", "1"}},
+		{"draft-n", []string{"--spec", "draft", "--model-draft", stories, "--draft", "3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := gen(t, tc.args...)
+			if fmtInts(r.IDs) != fmtInts(off.IDs) {
+				t.Errorf("ids %v, without drafts %v", r.IDs, off.IDs)
+			}
+			if r.Drafted == 0 || r.Accepted == 0 || r.Accepted > r.Drafted {
+				t.Errorf("drafted %d, accepted %d", r.Drafted, r.Accepted)
+			}
+		})
+	}
+	t.Run("bench", func(t *testing.T) {
+		out, stderr, code := run(t, "bench", "--model", stories, "-p", "0", "-n", "24", "-r", "1", "-t", "1", "--spec", "ngram", "--prompt", story, "--json")
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		var r struct {
+			Speculative []specResult `json:"speculative"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Speculative) != 1 || r.Speculative[0].AcceptRate <= 0 || r.Speculative[0].TokensPerS <= 0 || r.Speculative[0].OffTokensPerS <= 0 {
+			t.Fatalf("%s", out)
+		}
+	})
+	for _, args := range [][]string{
+		{"--spec", "eagle"},
+		{"--spec", "draft"},
+		{"--spec-max", "0"},
+		{"--draft-max", "4", "--draft-min", "5"},
+		{"--draft-p-min", "2"},
+		{"--draft", "/nonexistent.gguf"},
+	} {
+		if _, stderr, code := run(t, append([]string{"generate", "--model", stories, "--prompt", story, "-n", "4"}, args...)...); code == 0 {
+			t.Errorf("%v: exit 0 (%s)", args, stderr)
+		}
+	}
+}

@@ -32,6 +32,10 @@ type generateResult struct {
 	Top       [][]topProb    `json:"top,omitempty"`
 	// Finish is why the generation ended: stop, stop_sequence, length.
 	Finish string `json:"finish"`
+	// Drafted and Accepted are speculative decoding's drafted tokens and
+	// those generated.
+	Drafted  int `json:"draft_n"`
+	Accepted int `json:"draft_n_accepted"`
 }
 
 // stringList is a flag that may repeat.
@@ -41,7 +45,7 @@ func (l *stringList) String() string     { return fmt.Sprint(*l) }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 func runGenerate(e *env, args []string) error {
-	fs := newFlags("generate", "--model PATH --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop S ...] [--grammar F.gbnf | --json-schema F.json] [--lora A.gguf] [--top-probs K] [--json] [--threads T]")
+	fs := newFlags("generate", "--model PATH --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop S ...] [--grammar F.gbnf | --json-schema F.json] [--lora A.gguf] [--top-probs K] [--json] [--threads T] [--spec ngram|suffix|draft|off] [--draft M.gguf]")
 	src := addModelFlags(fs)
 	prompt := fs.String("prompt", "", "the prompt, tokenized as llama-server does (BOS when the vocab asks for it, special tokens parsed)")
 	n := fs.Int("n", 128, "tokens to generate at most")
@@ -62,7 +66,11 @@ func runGenerate(e *env, args []string) error {
 	adapterPath := fs.String("lora", "", "generate with this LoRA adapter (a GGUF file or a PEFT directory)")
 	bf := addBackendFlags(fs, true)
 	ctxLen := fs.Int("ctx", 0, "context length in tokens; 0 = prompt + n")
+	sf := addSpecFlags(fs, defaultSpec)
 	if _, err := fs.parse(args, e.stdout); err != nil {
+		return err
+	}
+	if err := sf.check(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -121,7 +129,15 @@ func runGenerate(e *env, args []string) error {
 	if len(promptIDs)+*n > maxLen {
 		return fmt.Errorf("prompt (%d tokens) + -n %d exceeds --ctx %d", len(promptIDs), *n, maxLen)
 	}
-	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, IsEOG: m.Tokenizer.IsEOG})
+	dm, db, err := sf.openDraft(e.log, m, b.Threads(), maxLen)
+	if err != nil {
+		return err
+	}
+	if dm != nil {
+		defer dm.Close()
+		defer db.Close()
+	}
+	eng, err := backends.NewEngine(b, backends.EngineOptions{Parallel: 1, MaxLen: maxLen, IsEOG: m.Tokenizer.IsEOG, Spec: sf.options(m, db)})
 	if err != nil {
 		return err
 	}
@@ -146,7 +162,9 @@ func runGenerate(e *env, args []string) error {
 	t := gen.Timings()
 	if *asJSON {
 		_, ids := gen.Prompt(0)
-		out := generateResult{PromptIDs: ids, IDs: []tokenizer.ID{}, Text: res.Text, Finish: string(res.Finish)}
+		u := gen.Usage()
+		out := generateResult{PromptIDs: ids, IDs: []tokenizer.ID{}, Text: res.Text, Finish: string(res.Finish),
+			Drafted: u.DraftedTokens, Accepted: u.AcceptedTokens}
 		for _, tok := range res.Tokens {
 			out.IDs = append(out.IDs, tok.ID)
 			if *topProbs > 0 {
@@ -167,6 +185,10 @@ func runGenerate(e *env, args []string) error {
 	// The first token is the prompt's: generation counts the rest.
 	fmt.Fprintf(e.stderr, "prompt: %d tokens in %.1f ms (%.1f tokens/s); generation: %d tokens in %.1f ms (%.1f tokens/s); %d threads\n",
 		len(promptIDs), ms(promptTime), rate(len(promptIDs), promptTime), res.Generated, ms(genTime), rate(max(res.Generated-1, 0), genTime), b.Threads())
+	if u := gen.Usage(); u.DraftedTokens > 0 {
+		fmt.Fprintf(e.stderr, "speculative (%s): %d tokens drafted, %d accepted (accept_rate %.2f)\n",
+			sf.sourceName(), u.DraftedTokens, u.AcceptedTokens, float64(u.AcceptedTokens)/float64(u.DraftedTokens))
+	}
 	return nil
 }
 

@@ -69,6 +69,7 @@ type serveConfig struct {
 	kvMemory        int64
 	chatTemplate    string
 	kv              *kvFlags
+	spec            *specFlags
 	store           string
 	storeMax        int64
 	// responseStore is the directory of the Responses API's stored
@@ -272,6 +273,7 @@ func (c *serveConfig) addEngineFlags(fs *flagSet) {
 	fs.IntVar(&c.queue, "queue", backends.DefaultQueueSize, "requests that may wait for a slot, per model; beyond them clients get 429")
 	fs.IntVar(&c.batch, "batch", backends.DefaultBatch, "prompt tokens processed per forward step")
 	c.kv = addKVFlags(fs, defaultServeKV)
+	c.spec = addSpecFlags(fs, defaultSpec)
 	fs.StringVar(&c.store, "store", "", "directory where each model keeps the full KV blocks of its sequences (in a subdirectory per model file), so that prompts starting with them restore them instead of computing them, also after a restart or a crash (default: off)")
 	c.storeMax = defaultStoreMax
 	fs.Func("store-max", "most disk each model's --store takes, as 20GiB (least recently used blocks are evicted)", func(v string) error {
@@ -393,6 +395,9 @@ func (c *serveConfig) check() error {
 		return fmt.Errorf("%w: --max-adapters must be positive and --max-adapter-mb in 1 … %d", errUsage, maxAdapterMB)
 	}
 	if err := c.kv.check(); err != nil {
+		return err
+	}
+	if err := c.spec.check(); err != nil {
 		return err
 	}
 	if c.llama.nPredict < -1 {

@@ -80,6 +80,8 @@ type Config struct {
 	// LoRA is an adapter every request of the first model runs with unless
 	// it names another (llama-server's --lora); "" for none.
 	LoRA string
+	// Spec configures speculative decoding.
+	Spec Spec
 }
 
 // ModelSpec is one model to serve: where its file is, and what is set for

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -29,6 +30,11 @@ type servedModel struct {
 	backend   Backend
 	opt       backends.Options
 	engineOpt backends.EngineOptions
+	// draft is the Spec.Draft model, whose backend each load opens beside
+	// the model's; nil without one. draftThreads are its threads (0: the
+	// model's).
+	draft        *models.Model
+	draftThreads int
 	// log is the server's logger.
 	log zerolog.Logger
 }
@@ -43,6 +49,9 @@ func (s *servedModel) close() {
 	if s.model != nil {
 		s.model.Close()
 	}
+	if s.draft != nil {
+		s.draft.Close()
+	}
 }
 
 // loadedEngine is a model's engine with the backend under it; closing it
@@ -52,10 +61,14 @@ type loadedEngine struct {
 	*backends.Engine
 	backend backends.Backend
 	file    *models.Model
+	draft   backends.Backend // nil without a draft model
 }
 
 func (e *loadedEngine) Close() error {
 	e.Engine.Close()
+	if e.draft != nil {
+		e.draft.Close()
+	}
 	err := e.backend.Close()
 	e.file.File.ReleasePages()
 	return err
@@ -68,15 +81,28 @@ func (s *servedModel) load() (session.LoadedEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := backends.NewEngine(b, s.engineOpt)
+	eo := s.engineOpt
+	var draft backends.Backend
+	if s.draft != nil {
+		threads := cmp.Or(s.draftThreads, s.backend.Threads, s.opt.Threads)
+		if draft, err = backends.Open(backends.DefaultBackend, s.draft, backends.Options{Threads: threads, KVTokens: s.opt.KVTokens}); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("draft model: %w", err)
+		}
+		eo.Spec.Draft = draft
+	}
+	eng, err := backends.NewEngine(b, eo)
 	if err != nil {
+		if draft != nil {
+			draft.Close()
+		}
 		b.Close()
 		return nil, err
 	}
 	backend, _, _ := s.backend.Choose(s.model)
 	s.log.Info().Str("model", s.api.ID).Str("backend", backend).Int("ctx", eng.MaxLen()).Int("parallel", s.engineOpt.Parallel).
 		Int64("kv_bytes", eng.Stats().KVBytes).Dur("took_ms", time.Since(start)).Msg("model loaded")
-	return &loadedEngine{Engine: eng, backend: b, file: s.model}, nil
+	return &loadedEngine{Engine: eng, backend: b, file: s.model, draft: draft}, nil
 }
 
 // loadModels opens the models' files one after the other (pulling those
@@ -205,6 +231,16 @@ func openModel(ctx context.Context, c *Config, spec ModelSpec) (_ *servedModel, 
 		Batch:     c.Batch,
 		KV:        c.KV,
 		IsEOG:     tok.IsEOG,
+		Spec:      c.Spec.For(s.model, nil),
+	}
+	if c.Spec.Draft != "" {
+		if s.draft, err = models.Load(c.Spec.Draft, models.LoadOptions{Logger: c.Log}); err != nil {
+			return nil, fmt.Errorf("--draft: %w", err)
+		}
+		s.draftThreads = c.Spec.DraftThreads
+		if err := SameVocab(s.model, s.draft); err != nil {
+			return nil, fmt.Errorf("%w: --draft %s for %s: %v", ErrUsage, c.Spec.Draft, path, err)
+		}
 	}
 	id := spec.Name
 	if id == "" {
