@@ -25,6 +25,11 @@ def ktile(T, L):
         e("\tLEAQ (DI)(R8*4), R12")
     e("\tMOVQ CX, AX")
     e(f"{L}_block:")
+    # The super-block after the next, of both groups, into the cache: a
+    # batched decode step streams the matrices from memory.
+    for off in range(0, 1680, 64):
+        e(f"\tPREFETCHT0 {2*1680+off}(SI)")
+        e(f"\tPREFETCHT0 {2*1680+off}(SI)(R10*1)")
     # The bias words -32·(a0+a1), -32·(a2+a3) of every 4 activations.
     e("\tMOVL $0x20202020, R14")
     e("\tVPBROADCASTD R14, Z24")
