@@ -3,7 +3,9 @@ package native
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/ruvllm/ruvllm/backends"
 	"github.com/ruvllm/ruvllm/internal/testmodel"
+	"github.com/ruvllm/ruvllm/lora"
 	"github.com/ruvllm/ruvllm/models"
 )
 
@@ -187,5 +190,46 @@ func TestMoEEngineFeatures(t *testing.T) {
 		t.Run(shape+"/prefill splits", func(t *testing.T) { checkPrefillSplits(t, path, 5e-3) })
 		t.Run(shape+"/prefix reuse", func(t *testing.T) { checkPrefixReuse(t, path) })
 		t.Run(shape+"/decode allocates nothing", func(t *testing.T) { checkDecodeAllocs(t, path) })
+	}
+}
+
+// TestMoEAdapters: an adapter of the attention and the router of a mixture
+// of experts applies (it moves the logits); one of the experts is refused
+// with why.
+func TestMoEAdapters(t *testing.T) {
+	for _, shape := range []string{"tiny-qwen3moe", "tiny-gpt-oss"} {
+		t.Run(shape, func(t *testing.T) {
+			b, _, cfg := openFile(t, testmodel.Synth(t, shape, "Q8_0"), backends.Options{Threads: 2})
+			a, err := lora.Random(cfg, lora.RandomSpec{Rank: 4, Seed: 3, Amplitude: 0.1,
+				Targets: []string{"blk.0.attn_q.weight", "blk.1.attn_v.weight", "blk.2.ffn_gate_inp.weight"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := longPrompt[:12]
+			base, with := make([]float32, cfg.VocabSize), make([]float32, cfg.VocabSize)
+			forward(t, b, backends.Step{Seq: newSeq(t, b, backends.SequenceOptions{MaxLen: 64}), Tokens: prompt, Logits: base})
+			s := newSeq(t, b, backends.SequenceOptions{MaxLen: 64})
+			setAdapter(t, s, a, 1)
+			forward(t, b, backends.Step{Seq: s, Tokens: prompt, Logits: with})
+			moved := 0.0
+			for i := range base {
+				moved = max(moved, math.Abs(float64(with[i]-base[i])))
+			}
+			if moved < 0.01 {
+				t.Errorf("the adapter moved the logits by %.3g", moved)
+			}
+			tg, err := lora.NewTarget("blk.0.ffn_up_exps.weight", cfg.Dim, cfg.ExpertFFN, 2, make([]float32, 2*cfg.Dim), make([]float32, 2*cfg.ExpertFFN), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exps, err := lora.New("experts", cfg.Arch, 2, false, lora.FormatGGUF, []*lora.Target{tg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = newSeq(t, b, backends.SequenceOptions{MaxLen: 64}).(backends.AdapterSequence).SetAdapter(exps, 1)
+			if err == nil || !errors.Is(err, lora.ErrInvalid) || !strings.Contains(err.Error(), "adapters on the experts are not supported") {
+				t.Errorf("an adapter of the experts: %v", err)
+			}
+		})
 	}
 }
