@@ -2,8 +2,8 @@
 // format a chat template teaches (Detect), the grammar of an output that
 // must call a tool (Format.Grammar), and how to find the calls in an output
 // as it streams (Parser): Hermes and Qwen's <tool_call> JSON, Llama 3.x's
-// JSON, Mistral's [TOOL_CALLS], and a generic JSON form for templates that
-// know no tools.
+// JSON, Mistral's [TOOL_CALLS], Command R7B's actions, and a generic JSON
+// form for templates that know no tools.
 package toolcall
 
 import (
@@ -31,11 +31,20 @@ const (
 	// Mistral is [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
 	// (Mistral 7B v0.3, Nemo), or [TOOL_CALLS]name[ARGS]{...} (later ones).
 	Mistral
+	// CommandR is Command R7B's <|START_ACTION|>[{"tool_call_id": "0",
+	// "tool_name": ..., "parameters": {...}}, ...]<|END_ACTION|>.
+	CommandR
 )
 
 func (f Format) String() string {
-	return [...]string{"generic", "hermes", "llama3", "mistral"}[f]
+	return [...]string{"generic", "hermes", "llama3", "mistral", "command-r7b"}[f]
 }
+
+// Command R7B's markers of an action (its list of calls).
+const (
+	crActionOpen  = "<|START_ACTION|>"
+	crActionClose = "<|END_ACTION|>"
+)
 
 // Detect tells the format a chat template teaches from its source: the
 // markers it writes calls with. A template that writes calls some other
@@ -44,6 +53,8 @@ func Detect(template string) Format {
 	switch {
 	case strings.Contains(template, "<tool_call>"):
 		return Hermes
+	case strings.Contains(template, crActionOpen):
+		return CommandR
 	case strings.Contains(template, "[TOOL_CALLS]"):
 		return Mistral
 	case strings.Contains(template, "<|start_header_id|>") && strings.Contains(template, `"parameters"`):
@@ -63,6 +74,8 @@ func (f Format) Markers() []string {
 		return []string{"<|python_tag|>"}
 	case Mistral:
 		return []string{"[TOOL_CALLS]", "[ARGS]"}
+	case CommandR:
+		return []string{crActionOpen, crActionClose}
 	}
 	return nil
 }
@@ -135,7 +148,7 @@ func (f Format) GrammarFor(tools []Tool, parallel bool, isToken func(marker stri
 	}
 	b := grammar.NewBuilder()
 	argsKey := `"arguments"`
-	if f == Llama3 {
+	if f == Llama3 || f == CommandR {
 		argsKey = `"parameters"`
 	}
 	var alts []*grammar.Expr
@@ -149,6 +162,13 @@ func (f Format) GrammarFor(tools []Tool, parallel bool, isToken func(marker stri
 			return nil, fmt.Errorf("toolcall: the parameters of %s: %w", t.Name, err)
 		}
 		name, _ := json.Marshal(t.Name)
+		if f == CommandR {
+			// Its calls carry an id first: the call's number, as the
+			// template numbers them.
+			id := grammar.Repeat(grammar.Byte(grammar.Range('0', '9')), 1, 3)
+			alts = append(alts, grammar.Seq(grammar.Lit(`{"tool_call_id": "`), id, grammar.Lit(`", "tool_name": `+string(name)+`, `+argsKey+`: `), args, grammar.Lit("}")))
+			continue
+		}
 		alts = append(alts, grammar.Seq(grammar.Lit(`{"name": `+string(name)+`, `+argsKey+`: `), args, grammar.Lit("}")))
 	}
 	call := grammar.Alt(alts...)
@@ -170,6 +190,8 @@ func (f Format) GrammarFor(tools []Tool, parallel bool, isToken func(marker stri
 		root = call
 	case Mistral:
 		root = grammar.Seq(marker("[TOOL_CALLS]"), grammar.Lit("["), many(", "), grammar.Lit("]"))
+	case CommandR:
+		root = grammar.Seq(marker(crActionOpen), grammar.Lit("["), many(", "), grammar.Lit("]"), marker(crActionClose))
 	default:
 		root = grammar.Seq(grammar.Lit(`{"tool_calls": [`), many(", "), grammar.Lit("]}"))
 	}

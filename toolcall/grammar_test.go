@@ -26,7 +26,7 @@ func TestGrammarCalls(t *testing.T) {
 	for b := range 256 {
 		pieces = append(pieces, string([]byte{byte(b)}))
 	}
-	pieces = append(pieces, "<tool_call>", "</tool_call>", "[TOOL_CALLS]", `{"name": "`, `", "arguments": `, "get_weather", "search", `"city"`, "celsius", "\n")
+	pieces = append(pieces, "<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|START_ACTION|>", "<|END_ACTION|>", `{"name": "`, `", "arguments": `, "get_weather", "search", `"city"`, "celsius", "\n")
 	v := grammar.NewVocabulary(pieces, nil)
 	validators := map[string]*jsonschema.Schema{}
 	for _, tool := range testTools {
@@ -37,7 +37,7 @@ func TestGrammarCalls(t *testing.T) {
 		validators[tool.Name] = schematest.Compile(t, params)
 	}
 	mask := make([]uint64, v.MaskWords())
-	for _, f := range []Format{Generic, Hermes, Llama3, Mistral} {
+	for _, f := range []Format{Generic, Hermes, Llama3, Mistral, CommandR} {
 		for _, parallel := range []bool{false, true} {
 			g, err := f.Grammar(testTools, parallel)
 			if err != nil {

@@ -209,6 +209,9 @@ func (p *Parser) between(evs []Event, final bool) ([]Event, bool) {
 	case Mistral:
 		// [TOOL_CALLS][{...}, ...], or [TOOL_CALLS]name[ARGS]{...}.
 		return p.marked(evs, final, "[TOOL_CALLS]", true)
+	case CommandR:
+		// <|START_ACTION|>[{...}, ...]<|END_ACTION|>.
+		return p.marked(evs, final, crActionOpen, true)
 	case Llama3, Generic:
 		if p.llamaDone || p.content {
 			evs = p.emitContent(evs, buf[p.pos:])
@@ -439,6 +442,19 @@ func (p *Parser) listNext(evs []Event, final bool) ([]Event, bool) {
 		return p.startCall(evs, i), false
 	case ']':
 		p.pos, p.inList = i+1, false
+		if p.f == CommandR {
+			j := skipWS(buf, p.pos)
+			switch expect(buf, j, crActionClose) {
+			case more:
+				if !final {
+					p.inList = true // wait for the action's end
+					p.pos = i
+					return evs, true
+				}
+			case match:
+				p.pos = j + len(crActionClose)
+			}
+		}
 		if p.f == Generic {
 			j := skipWS(buf, p.pos)
 			if j == len(buf) && !final {

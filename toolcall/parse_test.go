@@ -135,6 +135,13 @@ func TestParseCases(t *testing.T) {
 			[]call{{"get_weather", `{"city": "Rome"}`}, {"search", `{"q": "x"}`}}},
 		{"mistral text then calls", Mistral, "Let me see. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}]", "Let me see.", []call{{"a", "{}"}}},
 		{"mistral brackets in text", Mistral, "Use [TOOL] and [CALLS] freely.", "Use [TOOL] and [CALLS] freely.", nil},
+		// Command R7B's action, as its template writes an assistant's calls.
+		{"command r7b action", CommandR, "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Tokyo\"}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \"now\", \"parameters\": {}}\n]<|END_ACTION|>", "",
+			[]call{{"get_weather", `{"city": "Tokyo"}`}, {"now", "{}"}}},
+		{"command r7b text then an action", CommandR, "Let me check.<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {\"a\": 1}}]<|END_ACTION|>", "Let me check.",
+			[]call{{"f", `{"a": 1}`}}},
+		{"command r7b action without its end", CommandR, "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}}]", "", []call{{"f", "{}"}}},
+		{"command r7b text", CommandR, "The answer is [1, 2].", "The answer is [1, 2].", nil},
 		{"generic list", Generic, "{\"tool_calls\": [{\"name\": \"a\", \"arguments\": {\"x\": \"y\"}}, {\"name\": \"b\", \"arguments\": {}}]}", "",
 			[]call{{"a", `{"x": "y"}`}, {"b", "{}"}}},
 		{"generic single", Generic, "{\"tool_call\": {\"name\": \"a\", \"arguments\": {}}}", "", []call{{"a", "{}"}}},

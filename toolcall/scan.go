@@ -22,7 +22,8 @@ type scannedCall struct {
 // maxDepth bounds the nesting scanValue follows.
 const maxDepth = 128
 
-// scanCall scans the object at pos for "name" and the first of argKeys.
+// scanCall scans the object at pos for the name ("name", or Command R7B's
+// "tool_name") and the first of argKeys.
 func scanCall(buf string, pos int, argKeys []string) scannedCall {
 	c := scannedCall{argsStart: -1, argsEnd: -1}
 	if pos >= len(buf) {
@@ -84,7 +85,7 @@ func scanCall(buf string, pos int, argKeys []string) scannedCall {
 		if isArgs {
 			c.argsEnd = vend
 		}
-		if key == "name" {
+		if key == "name" || key == "tool_name" {
 			if json.Unmarshal([]byte(buf[vstart:vend]), &c.name) != nil {
 				c.bad = true
 				return c
