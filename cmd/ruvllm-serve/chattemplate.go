@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/chat"
 )
@@ -84,7 +85,7 @@ func runChatTemplate(e *env, args []string) error {
 	in.AddGenerationPrompt = *addGen
 	var t *chat.Template
 	if *model != "" {
-		path, err := resolveModelFile(context.Background(), e.log, *model, "")
+		path, err := serving.ResolveModelFile(context.Background(), e.log, *model, "")
 		if err != nil {
 			return err
 		}

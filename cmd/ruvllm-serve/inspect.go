@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/gguf"
 )
@@ -69,7 +70,7 @@ func runInspect(e *env, args []string) error {
 	if *model == "" {
 		return fmt.Errorf("%w: --model PATH is required", errUsage)
 	}
-	if *model, err = resolveModelFile(context.Background(), e.log, *model, ""); err != nil {
+	if *model, err = serving.ResolveModelFile(context.Background(), e.log, *model, ""); err != nil {
 		return err
 	}
 	f, err := gguf.Open(*model)

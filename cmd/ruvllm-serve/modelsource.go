@@ -32,13 +32,7 @@ func addModelFlags(fs *flagSet) *modelSource {
 
 // resolve returns the path of the model file, downloading it when needed.
 func (s *modelSource) resolve(ctx context.Context, log zerolog.Logger) (string, error) {
-	return resolveModelFile(ctx, log, *s.path, *s.hf)
-}
-
-// resolveModelFile is serving.ResolveModelFile: the path of a model file
-// named by its path, a Hugging Face name or neither (the default model).
-func resolveModelFile(ctx context.Context, log zerolog.Logger, path, hf string) (string, error) {
-	return serving.ResolveModelFile(ctx, log, path, hf)
+	return serving.ResolveModelFile(ctx, log, *s.path, *s.hf)
 }
 
 // load resolves and loads the model, logging to o.Logger.

@@ -176,7 +176,7 @@ func openChat(ctx context.Context, e *env, o *runOptions) (c *chatSession, close
 				"run loads the model itself: to chat with a model a server serves, use the server's API", errUsage, o.model)
 		}
 	}
-	path, err := resolveModelFile(ctx, e.log, o.model, "")
+	path, err := serving.ResolveModelFile(ctx, e.log, o.model, "")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/ruvllm/ruvllm/internal/serving"
 	"github.com/ruvllm/ruvllm/models"
 	"github.com/ruvllm/ruvllm/models/tokenizer"
 )
@@ -44,7 +45,7 @@ func runTokenize(e *env, args []string) error {
 	case len(pos) > 1:
 		return fmt.Errorf("%w: one TEXT argument expected, got %d (quote the text)", errUsage, len(pos))
 	}
-	path, err := resolveModelFile(context.Background(), e.log, *model, "")
+	path, err := serving.ResolveModelFile(context.Background(), e.log, *model, "")
 	if err != nil {
 		return err
 	}
