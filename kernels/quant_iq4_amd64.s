@@ -182,3 +182,43 @@ xsloop:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// func vecDotIQ4_XSPanelAVX2(nb int, w, a *byte) float32
+//
+// The IQ4_XS product of ggml's IQ panel (vecDotIQ4_XSPanelGeneric): the
+// super-block's integer, as vecDotIQ4_XSAVX2 sums it, reaches a scalar
+// float by one fused multiply-add with dw·da.
+TEXT ·vecDotIQ4_XSPanelAVX2(SB), NOSPLIT, $0-28
+	MOVQ   nb+0(FP), CX
+	MOVQ   w+8(FP), SI
+	MOVQ   a+16(FP), DI
+	VXORPS X0, X0, X0
+	SETUP(·iq4nlValues(SB))
+
+panelloop:
+	VPXOR   Y4, Y4, Y4
+	MOVWLZX 2(SI), DX
+	XS_SUB(4, 0, 0, 8, 4)
+	XS_SUB(4, 4, 2, 24, 36)
+	XS_SUB(5, 0, 4, 40, 68)
+	XS_SUB(5, 4, 6, 56, 100)
+	XS_SUB(6, 0, 8, 72, 132)
+	XS_SUB(6, 4, 10, 88, 164)
+	XS_SUB(7, 0, 12, 104, 196)
+	XS_SUB(7, 4, 14, 120, 228)
+
+	MOVWLZX     0(SI), AX
+	VMOVD       AX, X1
+	VCVTPH2PS   X1, X1
+	VMULSS      0(DI), X1, X1
+	HSUM_I32(Y4, X4, X3)
+	VCVTDQ2PS   X4, X4
+	VFMADD231SS X1, X4, X0
+	ADDQ        $136, SI
+	ADDQ        $292, DI
+	DECQ        CX
+	JNZ         panelloop
+
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

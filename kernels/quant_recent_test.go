@@ -1,0 +1,92 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// recentTwins pairs each product of recent ggml's repacked kernels (the one
+// ExpertMatMul and MatMulRecent take) with its pure-Go twin.
+var recentTwins = []struct {
+	name      string
+	typ       DType
+	got, want func(int, []byte, []byte) float32
+}{
+	{"q4_K repack", Q4_K, vecDotQ4_KRepack, vecDotQ4_KRepackGeneric},
+	{"q4_K gemm", Q4_K, vecDotQ4_KGemm, vecDotQ4_KGemmGeneric},
+	{"iq4_xs panel", IQ4_XS, vecDotIQ4_XSPanel, vecDotIQ4_XSPanelGeneric},
+}
+
+// recentWeights are n weights of typ: random bytes (every scale and quant
+// bit pattern) under finite random super-block scales, or all bytes 0xff
+// (the largest scales and quants) when extreme.
+func recentWeights(rng *rand.Rand, typ DType, n int, extreme bool) []byte {
+	w := make([]byte, typ.RowBytes(n))
+	for i := range w {
+		w[i] = byte(rng.Uint32())
+		if extreme {
+			w[i] = 0xff
+		}
+	}
+	bb := typ.RowBytes(QKK)
+	for b := 0; b < len(w); b += bb {
+		binary.LittleEndian.PutUint16(w[b:], FP32ToFP16(float32(rng.NormFloat64()*0.01)))
+		if typ == Q4_K {
+			binary.LittleEndian.PutUint16(w[b+2:], FP32ToFP16(float32(rng.NormFloat64()*0.01)))
+		}
+	}
+	return w
+}
+
+// TestRecentProductsMatchGeneric checks the assembly twins of the repacked
+// products bit for bit against the pure-Go ones (which
+// TestExpertMatMulMatchesGGML checks against ggml's outputs), on random and
+// extreme operands.
+func TestRecentProductsMatchGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, c := range recentTwins {
+		t.Run(c.name, func(t *testing.T) {
+			for _, n := range []int{QKK, 2 * QKK, 11 * QKK, 2048} {
+				for i := range 40 {
+					w := recentWeights(rng, c.typ, n, i == 0)
+					x := randomRow(rng, n)
+					if i == 1 {
+						for j := range x {
+							x[j] = float32(1 - 2*(j%2)) // activations at ±127
+						}
+					}
+					a := make([]byte, Q8_K.RowBytes(n))
+					QuantizeActivations(Q8_K, x, a)
+					if got, want := c.got(n, w, a), c.want(n, w, a); math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("n=%d case %d: %.9g, pure Go %.9g", n, i, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRecentProducts times the repacked products against their pure-Go
+// twins over one 2048-wide row (an expert's row in Qwen3-30B-A3B).
+func BenchmarkRecentProducts(b *testing.B) {
+	const n = 2048
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, c := range recentTwins {
+		w := recentWeights(rng, c.typ, n, false)
+		a := make([]byte, Q8_K.RowBytes(n))
+		QuantizeActivations(Q8_K, randomRow(rng, n), a)
+		for _, v := range []struct {
+			name string
+			dot  func(int, []byte, []byte) float32
+		}{{"kernel", c.got}, {"purego", c.want}} {
+			b.Run(c.name+"/"+v.name, func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				for b.Loop() {
+					v.dot(n, w, a)
+				}
+			})
+		}
+	}
+}
