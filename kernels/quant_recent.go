@@ -120,6 +120,9 @@ func ExpertMatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int
 	}
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
 	j.vecDot = dot
+	if t == Q4_K {
+		j.dot4 = vecDotQ4_KRepack4
+	}
 	runMatJob(p, j)
 }
 
@@ -152,6 +155,9 @@ func MatMulRecent(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int
 	}
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
 	j.vecDot, j.rest, j.split = dot, rest, split
+	if t == Q4_K {
+		j.dot4 = vecDotQ4_KGemm4
+	}
 	runMatJob(p, j)
 }
 

@@ -37,3 +37,39 @@ func vecDotIQ4_XSPanel(n int, w, a []byte) float32 {
 	checkDot(IQ4_XS, Q8_K, n, w, a)
 	return vecDotIQ4_XSPanelAVX2(n/QKK, &w[0], &a[0])
 }
+
+//go:noescape
+func vecDotQ4_KRepackAVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func vecDotQ4_KGemmAVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+// vecDotQ4_KRepack4 and vecDotQ4_KGemm4 are vecDotQ4_KRepack and
+// vecDotQ4_KGemm of one row against the 4 tokens whose activation rows
+// start aRow bytes apart in a, writing their outputs outRow floats apart in
+// out; nil where the kernels do not run.
+var vecDotQ4_KRepack4, vecDotQ4_KGemm4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+
+func init() {
+	if !quantAsm {
+		return
+	}
+	vecDotQ4_KRepack4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+		checkDot4(n, w, a, aRow, out, outRow)
+		vecDotQ4_KRepackAVX2x4(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+	}
+	vecDotQ4_KGemm4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+		checkDot4(n, w, a, aRow, out, outRow)
+		vecDotQ4_KGemmAVX2x4(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+	}
+}
+
+// checkDot4 checks the operands of a 4-token Q4_K product: n a positive
+// multiple of QKK, a row of w, 4 activation rows aRow apart in a and 4
+// outputs outRow apart in out.
+func checkDot4(n int, w, a []byte, aRow int, out []float32, outRow int) {
+	if n <= 0 || aRow < Q8_K.RowBytes(n) || outRow < 1 || len(out) <= 3*outRow {
+		panic("kernels: 4-token Q4_K product of a bad width or activation stride")
+	}
+	checkDot(Q4_K, Q8_K, n, w, a[3*aRow:3*aRow+Q8_K.RowBytes(n)])
+}

@@ -68,6 +68,51 @@ func TestRecentProductsMatchGeneric(t *testing.T) {
 	}
 }
 
+// TestRecentProducts4MatchGeneric checks the 4-token Q4_K kernels lane by
+// lane against the pure-Go one-token products.
+func TestRecentProducts4MatchGeneric(t *testing.T) {
+	if vecDotQ4_KRepack4 == nil {
+		t.Skip("no 4-token kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(35, 36))
+	for _, c := range []struct {
+		name string
+		got  func(int, []byte, []byte, int, []float32, int)
+		want func(int, []byte, []byte) float32
+	}{
+		{"repack", vecDotQ4_KRepack4, vecDotQ4_KRepackGeneric},
+		{"gemm", vecDotQ4_KGemm4, vecDotQ4_KGemmGeneric},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, n := range []int{QKK, 3 * QKK, 2048} {
+				for i := range 30 {
+					w := recentWeights(rng, Q4_K, n, i == 0)
+					aRow := Q8_K.RowBytes(n) + 292*(i%3) // rows apart by more than their width too
+					a := make([]byte, 3*aRow+Q8_K.RowBytes(n))
+					for tok := range 4 {
+						x := randomRow(rng, n)
+						if i == 1 {
+							for j := range x {
+								x[j] = float32(1 - 2*((j+tok)%2))
+							}
+						}
+						QuantizeActivations(Q8_K, x, a[tok*aRow:tok*aRow+Q8_K.RowBytes(n)])
+					}
+					outRow := 1 + i%5
+					got := make([]float32, 3*outRow+1)
+					c.got(n, w, a, aRow, got, outRow)
+					for tok := range 4 {
+						want := c.want(n, w, a[tok*aRow:])
+						if g := got[tok*outRow]; math.Float32bits(g) != math.Float32bits(want) {
+							t.Fatalf("n=%d case %d token %d: %.9g, pure Go %.9g", n, i, tok, g, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkRecentProducts times the repacked products against their pure-Go
 // twins over one 2048-wide row (an expert's row in Qwen3-30B-A3B).
 func BenchmarkRecentProducts(b *testing.B) {
