@@ -2,6 +2,8 @@
 
 package kernels
 
+import "fmt"
+
 // The kernels take whole super-blocks and never see a slice, so the
 // dispatchers check sizes first (quant_recent_amd64.s).
 
@@ -68,8 +70,10 @@ func init() {
 // multiple of QKK, a row of w, 4 activation rows aRow apart in a and 4
 // outputs outRow apart in out.
 func checkDot4(n int, w, a []byte, aRow int, out []float32, outRow int) {
-	if n <= 0 || aRow < Q8_K.RowBytes(n) || outRow < 1 || len(out) <= 3*outRow {
-		panic("kernels: 4-token Q4_K product of a bad width or activation stride")
+	ab := rowBytes(Q8_K, n)
+	if n <= 0 || ab < 0 || aRow < ab || len(a) < 3*aRow+ab || outRow < 1 || len(out) <= 3*outRow {
+		panic(fmt.Sprintf("kernels: 4-token Q4_K product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
+			n, ab, aRow, len(a), outRow, len(out)))
 	}
-	checkDot(Q4_K, Q8_K, n, w, a[3*aRow:3*aRow+Q8_K.RowBytes(n)])
+	checkDot(Q4_K, Q8_K, n, w, a)
 }
