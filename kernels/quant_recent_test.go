@@ -135,3 +135,43 @@ func BenchmarkRecentProducts(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRecentProducts4 times the 4-token Q4_K products against 4 calls
+// of the one-token kernels over one 2048-wide row.
+func BenchmarkRecentProducts4(b *testing.B) {
+	if vecDotQ4_KRepack4 == nil {
+		b.Skip("no 4-token kernels on this CPU or build")
+	}
+	const n = 2048
+	rng := rand.New(rand.NewPCG(37, 38))
+	w := recentWeights(rng, Q4_K, n, false)
+	aRow := Q8_K.RowBytes(n)
+	a := make([]byte, 4*aRow)
+	for tok := range 4 {
+		QuantizeActivations(Q8_K, randomRow(rng, n), a[tok*aRow:(tok+1)*aRow])
+	}
+	out := make([]float32, 4)
+	for _, c := range []struct {
+		name string
+		four func(int, []byte, []byte, int, []float32, int)
+		one  func(int, []byte, []byte) float32
+	}{
+		{"repack", vecDotQ4_KRepack4, vecDotQ4_KRepack},
+		{"gemm", vecDotQ4_KGemm4, vecDotQ4_KGemm},
+	} {
+		b.Run(c.name+"/4-token", func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			for b.Loop() {
+				c.four(n, w, a, aRow, out, 1)
+			}
+		})
+		b.Run(c.name+"/1-token×4", func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			for b.Loop() {
+				for tok := range 4 {
+					out[tok] = c.one(n, w, a[tok*aRow:])
+				}
+			}
+		})
+	}
+}
