@@ -32,6 +32,21 @@
 	VPMADDWD   Y4, Y11, Y11; \
 	VPADDD     Y11, Yd, Yd
 
+// TOKSETV and TOKADDV are TOKSET and TOKADD with AVX-512 VNNI: VPDPWSSD
+// multiplies by the scales and adds to Yd in one instruction, with the
+// same exact int32 result.
+#define TOKSETV(aq0, aq1, Yd) \
+	VPMADDUBSW aq0, Y1, Yd; \
+	VPMADDWD   Y3, Yd, Yd; \
+	VPMADDUBSW aq1, Y2, Y11; \
+	VPDPWSSD   Y4, Y11, Yd
+
+#define TOKADDV(aq0, aq1, Yd) \
+	VPMADDUBSW aq0, Y1, Y11; \
+	VPDPWSSD   Y3, Y11, Yd; \
+	VPMADDUBSW aq1, Y2, Y11; \
+	VPDPWSSD   Y4, Y11, Yd
+
 // NIBBLES4 loads step k's 32 weight bytes at wq into Y1 (low nibbles) and
 // Y2 (high), and its two scales into Y3 and Y4.
 #define NIBBLES4(wq) \
@@ -55,19 +70,21 @@
 
 // STEP4SET sets the 4 tokens' lanes of step k (weights at wq, activations
 // at aq0, aq1 from each token's super-block).
-#define STEP4SET(wq, aq0, aq1) \
+// (TOK is TOKSET or TOKSETV.)
+#define STEP4SET(TOK, wq, aq0, aq1) \
 	NIBBLES4(wq); \
-	TOKSET(aq0(DI), aq1(DI), Y5); \
-	TOKSET(aq0(R11), aq1(R11), Y6); \
-	TOKSET(aq0(R12), aq1(R12), Y13); \
-	TOKSET(aq0(R13), aq1(R13), Y15)
+	TOK(aq0(DI), aq1(DI), Y5); \
+	TOK(aq0(R11), aq1(R11), Y6); \
+	TOK(aq0(R12), aq1(R12), Y13); \
+	TOK(aq0(R13), aq1(R13), Y15)
 
-#define STEP4ADD(wq, aq0, aq1) \
+// (TOK is TOKADD or TOKADDV.)
+#define STEP4ADD(TOK, wq, aq0, aq1) \
 	NIBBLES4(wq); \
-	TOKADD(aq0(DI), aq1(DI), Y5); \
-	TOKADD(aq0(R11), aq1(R11), Y6); \
-	TOKADD(aq0(R12), aq1(R12), Y13); \
-	TOKADD(aq0(R13), aq1(R13), Y15)
+	TOK(aq0(DI), aq1(DI), Y5); \
+	TOK(aq0(R11), aq1(R11), Y6); \
+	TOK(aq0(R12), aq1(R12), Y13); \
+	TOK(aq0(R13), aq1(R13), Y15)
 
 // HEAD4 unpacks the super-block's scales (R8) and mins (R9), sets X10 and
 // X11, and sets X5, X6, X13, X15 to the 4 tokens' min sums (64 weights k
@@ -172,69 +189,83 @@
 	VZEROUPPER; \
 	RET
 
+// REPACK4 and GEMM4 are the kernels' bodies (TOK: TOKADD/TOKSET, or their
+// VNNI forms; lbl: the loop's label).
+#define REPACK4(TOK, lbl) \
+	SETUP4; \
+lbl:; \
+	HEAD4; \
+	VPHADDD     X6, X5, X5; \
+	VPHADDD     X15, X13, X13; \
+	VPHADDD     X13, X5, X5; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X11, X5, X7; \
+	VPXOR       Y5, Y5, Y5; \
+	VPXOR       Y6, Y6, Y6; \
+	VPXOR       Y13, Y13, Y13; \
+	VPXOR       Y15, Y15, Y15; \
+	STEP4ADD(TOK, 16(SI), 4, 36); \
+	STEP4ADD(TOK, 48(SI), 68, 100); \
+	STEP4ADD(TOK, 80(SI), 132, 164); \
+	STEP4ADD(TOK, 112(SI), 196, 228); \
+	REDUCE4; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X10, X5, X0; \
+	NEXT4(lbl); \
+	STORE4
+
+// In GEMM4 the mins by 64 weights are transposed to step k's 4 tokens.
+#define GEMM4(TOK, lbl) \
+	SETUP4; \
+lbl:; \
+	HEAD4; \
+	VPUNPCKLDQ  X6, X5, X1; \
+	VPUNPCKHDQ  X6, X5, X2; \
+	VPUNPCKLDQ  X15, X13, X3; \
+	VPUNPCKHDQ  X15, X13, X4; \
+	VPUNPCKLQDQ X3, X1, X5; \
+	VPUNPCKHQDQ X3, X1, X6; \
+	VPUNPCKLQDQ X4, X2, X13; \
+	VPUNPCKHQDQ X4, X2, X15; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X11, X5, X7; \
+	VCVTDQ2PS   X6, X6; \
+	VFMADD231PS X11, X6, X7; \
+	VCVTDQ2PS   X13, X13; \
+	VFMADD231PS X11, X13, X7; \
+	VCVTDQ2PS   X15, X15; \
+	VFMADD231PS X11, X15, X7; \
+	STEP4SET(TOK, 16(SI), 4, 36); \
+	REDUCE4; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X10, X5, X0; \
+	STEP4SET(TOK, 48(SI), 68, 100); \
+	REDUCE4; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X10, X5, X0; \
+	STEP4SET(TOK, 80(SI), 132, 164); \
+	REDUCE4; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X10, X5, X0; \
+	STEP4SET(TOK, 112(SI), 196, 228); \
+	REDUCE4; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X10, X5, X0; \
+	NEXT4(lbl); \
+	STORE4
+
 // func vecDotQ4_KRepackAVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride int)
 TEXT ·vecDotQ4_KRepackAVX2x4(SB), NOSPLIT, $0-48
-	SETUP4
-
-repack4loop:
-	HEAD4
-	VPHADDD     X6, X5, X5
-	VPHADDD     X15, X13, X13
-	VPHADDD     X13, X5, X5
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X11, X5, X7
-	VPXOR       Y5, Y5, Y5
-	VPXOR       Y6, Y6, Y6
-	VPXOR       Y13, Y13, Y13
-	VPXOR       Y15, Y15, Y15
-	STEP4ADD(16(SI), 4, 36)
-	STEP4ADD(48(SI), 68, 100)
-	STEP4ADD(80(SI), 132, 164)
-	STEP4ADD(112(SI), 196, 228)
-	REDUCE4
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X10, X5, X0
-	NEXT4(repack4loop)
-	STORE4
+	REPACK4(TOKADD, repack4loop)
 
 // func vecDotQ4_KGemmAVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride int)
 TEXT ·vecDotQ4_KGemmAVX2x4(SB), NOSPLIT, $0-48
-	SETUP4
+	GEMM4(TOKSET, gemm4loop)
 
-gemm4loop:
-	HEAD4
-	// The mins by 64 weights: transpose to step k's 4 tokens.
-	VPUNPCKLDQ  X6, X5, X1
-	VPUNPCKHDQ  X6, X5, X2
-	VPUNPCKLDQ  X15, X13, X3
-	VPUNPCKHDQ  X15, X13, X4
-	VPUNPCKLQDQ X3, X1, X5
-	VPUNPCKHQDQ X3, X1, X6
-	VPUNPCKLQDQ X4, X2, X13
-	VPUNPCKHQDQ X4, X2, X15
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X11, X5, X7
-	VCVTDQ2PS   X6, X6
-	VFMADD231PS X11, X6, X7
-	VCVTDQ2PS   X13, X13
-	VFMADD231PS X11, X13, X7
-	VCVTDQ2PS   X15, X15
-	VFMADD231PS X11, X15, X7
-	STEP4SET(16(SI), 4, 36)
-	REDUCE4
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X10, X5, X0
-	STEP4SET(48(SI), 68, 100)
-	REDUCE4
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X10, X5, X0
-	STEP4SET(80(SI), 132, 164)
-	REDUCE4
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X10, X5, X0
-	STEP4SET(112(SI), 196, 228)
-	REDUCE4
-	VCVTDQ2PS   X5, X5
-	VFMADD231PS X10, X5, X0
-	NEXT4(gemm4loop)
-	STORE4
+// func vecDotQ4_KRepackVNNIx4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+TEXT ·vecDotQ4_KRepackVNNIx4(SB), NOSPLIT, $0-48
+	REPACK4(TOKADDV, vrepack4loop)
+
+// func vecDotQ4_KGemmVNNIx4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+TEXT ·vecDotQ4_KGemmVNNIx4(SB), NOSPLIT, $0-48
+	GEMM4(TOKSETV, vgemm4loop)

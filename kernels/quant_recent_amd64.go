@@ -56,13 +56,18 @@ func init() {
 	if !quantAsm {
 		return
 	}
+	repack, gemm := vecDotQ4_KRepackAVX2x4, vecDotQ4_KGemmAVX2x4
+	if vnni {
+		// VPDPWSSD: 15% less time in the benchmark, the same integers.
+		repack, gemm = vecDotQ4_KRepackVNNIx4, vecDotQ4_KGemmVNNIx4
+	}
 	vecDotQ4_KRepack4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
 		checkDot4(n, w, a, aRow, out, outRow)
-		vecDotQ4_KRepackAVX2x4(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+		repack(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 	vecDotQ4_KGemm4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
 		checkDot4(n, w, a, aRow, out, outRow)
-		vecDotQ4_KGemmAVX2x4(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+		gemm(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 }
 
@@ -77,3 +82,9 @@ func checkDot4(n int, w, a []byte, aRow int, out []float32, outRow int) {
 	}
 	checkDot(Q4_K, Q8_K, n, w, a)
 }
+
+//go:noescape
+func vecDotQ4_KRepackVNNIx4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func vecDotQ4_KGemmVNNIx4(nb int, w, a *byte, aStride int, out *float32, outStride int)
