@@ -167,10 +167,11 @@ type matJob struct {
 	// (MatMulRecent); vecDot that of the tokens before.
 	rest  func(n int, w, a []byte) float32
 	split int
-	// dot4, when set, is vecDot of one row against 4 tokens at once (the
-	// activation rows of tokens t…t+3 at a[t·aRow:], their outputs at
-	// out[t·rows+r:] rows apart), for the tokens before split.
-	dot4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+	// dot8 and dot4, when set, are vecDot of one row against 8 or 4
+	// tokens at once (the activation rows of tokens t… at a[t·aRow:],
+	// their outputs at out[t·rows+r:] rows apart), for the tokens before
+	// split.
+	dot8, dot4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
 }
 
 func (j *matJob) Do(task, _ int) {
@@ -181,20 +182,28 @@ func (j *matJob) Do(task, _ int) {
 
 // run computes rows [r0, r1) against tokens [t0, t1).
 func (j *matJob) run(r0, r1, t0, t1 int) {
-	end4 := t0 // tokens [t0, end4) go 4 at a time through dot4
+	// Tokens [t0, end8) go 8 at a time through dot8, [end8, end4) 4 at a
+	// time through dot4, the rest one by one.
+	end8, end4 := t0, t0
 	if j.dot4 != nil {
-		end4 = t1
+		end := t1
 		if j.rest != nil {
-			end4 = min(end4, j.split)
+			end = min(end, j.split)
 		}
-		end4 = t0 + (end4-t0)/4*4
+		if j.dot8 != nil {
+			end8 = t0 + (end-t0)/8*8
+		}
+		end4 = end8 + (end-end8)/4*4
 	}
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
-		for t := t0; t < end4; t += 4 {
+		for t := t0; t < end8; t += 8 {
+			j.dot8(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
+		}
+		for t := end8; t < end4; t += 4 {
 			j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
 		}
-		for t := max(t0, end4); t < t1; t++ {
+		for t := end4; t < t1; t++ {
 			dot := j.vecDot
 			if j.rest != nil && t >= j.split {
 				dot = j.rest

@@ -121,7 +121,7 @@ func ExpertMatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
 	j.vecDot = dot
 	if t == Q4_K {
-		j.dot4 = vecDotQ4_KRepack4
+		j.dot8, j.dot4 = vecDotQ4_KRepack8, vecDotQ4_KRepack4
 	}
 	runMatJob(p, j)
 }
@@ -156,7 +156,7 @@ func MatMulRecent(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
 	j.vecDot, j.rest, j.split = dot, rest, split
 	if t == Q4_K {
-		j.dot4 = vecDotQ4_KGemm4
+		j.dot8, j.dot4 = vecDotQ4_KGemm8, vecDotQ4_KGemm4
 	}
 	runMatJob(p, j)
 }

@@ -52,6 +52,10 @@ func vecDotQ4_KGemmAVX2x4(nb int, w, a *byte, aStride int, out *float32, outStri
 // out; nil where the kernels do not run.
 var vecDotQ4_KRepack4, vecDotQ4_KGemm4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
 
+// vecDotQ4_KRepack8 and vecDotQ4_KGemm8 are the same for 8 tokens, where
+// AVX-512 VNNI runs (its registers Y16-Y31 hold the other 4 tokens).
+var vecDotQ4_KRepack8, vecDotQ4_KGemm8 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+
 func init() {
 	if !quantAsm {
 		return
@@ -62,23 +66,35 @@ func init() {
 		repack, gemm = vecDotQ4_KRepackVNNIx4, vecDotQ4_KGemmVNNIx4
 	}
 	vecDotQ4_KRepack4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
-		checkDot4(n, w, a, aRow, out, outRow)
+		checkDotTokens(4, n, w, a, aRow, out, outRow)
 		repack(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 	vecDotQ4_KGemm4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
-		checkDot4(n, w, a, aRow, out, outRow)
+		checkDotTokens(4, n, w, a, aRow, out, outRow)
 		gemm(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+	}
+	if !vnni {
+		return
+	}
+	// 8 tokens: 35% less time than two 4-token calls in the benchmark.
+	vecDotQ4_KRepack8 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+		checkDotTokens(8, n, w, a, aRow, out, outRow)
+		vecDotQ4_KRepackVNNIx8(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+	}
+	vecDotQ4_KGemm8 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+		checkDotTokens(8, n, w, a, aRow, out, outRow)
+		vecDotQ4_KGemmVNNIx8(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 }
 
-// checkDot4 checks the operands of a 4-token Q4_K product: n a positive
-// multiple of QKK, a row of w, 4 activation rows aRow apart in a and 4
-// outputs outRow apart in out.
-func checkDot4(n int, w, a []byte, aRow int, out []float32, outRow int) {
+// checkDotTokens checks the operands of a Q4_K product of one row by k
+// tokens: n a positive multiple of QKK, a row of w, k activation rows aRow
+// apart in a and k outputs outRow apart in out.
+func checkDotTokens(k, n int, w, a []byte, aRow int, out []float32, outRow int) {
 	ab := rowBytes(Q8_K, n)
-	if n <= 0 || ab < 0 || aRow < ab || len(a) < 3*aRow+ab || outRow < 1 || len(out) <= 3*outRow {
-		panic(fmt.Sprintf("kernels: 4-token Q4_K product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
-			n, ab, aRow, len(a), outRow, len(out)))
+	if n <= 0 || ab < 0 || aRow < ab || len(a) < (k-1)*aRow+ab || outRow < 1 || len(out) <= (k-1)*outRow {
+		panic(fmt.Sprintf("kernels: %d-token Q4_K product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
+			k, n, ab, aRow, len(a), outRow, len(out)))
 	}
 	checkDot(Q4_K, Q8_K, n, w, a)
 }
@@ -88,3 +104,9 @@ func vecDotQ4_KRepackVNNIx4(nb int, w, a *byte, aStride int, out *float32, outSt
 
 //go:noescape
 func vecDotQ4_KGemmVNNIx4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func vecDotQ4_KRepackVNNIx8(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func vecDotQ4_KGemmVNNIx8(nb int, w, a *byte, aStride int, out *float32, outStride int)
