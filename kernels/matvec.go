@@ -183,8 +183,10 @@ func (j *matJob) Do(task, _ int) {
 // run computes rows [r0, r1) against tokens [t0, t1).
 func (j *matJob) run(r0, r1, t0, t1 int) {
 	// Tokens [t0, end8) go 8 at a time through dot8, [end8, end4) 4 at a
-	// time through dot4, the rest one by one.
-	end8, end4 := t0, t0
+	// time through dot4, the rest one by one. A rest of 2 or 3 tokens
+	// after a group goes through dot4 with the group's last tokens again
+	// (the same outputs, written twice), which costs less than 2 calls.
+	end8, end4, tail := t0, t0, -1
 	if j.dot4 != nil {
 		end := t1
 		if j.rest != nil {
@@ -194,14 +196,20 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 			end8 = t0 + (end-t0)/8*8
 		}
 		end4 = end8 + (end-end8)/4*4
+		if end-end4 >= 2 && end-4 >= t0 {
+			tail, end4 = end-4, end
+		}
 	}
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
 		for t := t0; t < end8; t += 8 {
 			j.dot8(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
 		}
-		for t := end8; t < end4; t += 4 {
+		for t := end8; t+4 <= end4; t += 4 {
 			j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
+		}
+		if tail >= 0 {
+			j.dot4(j.cols, wr, j.a[tail*j.aRow:], j.aRow, j.out[tail*j.rows+r:], j.rows)
 		}
 		for t := end4; t < t1; t++ {
 			dot := j.vecDot

@@ -175,3 +175,53 @@ func BenchmarkRecentProducts4(b *testing.B) {
 		})
 	}
 }
+
+// TestRecentMatMulTokenGroups checks ExpertMatMul and MatMulRecent of Q4_K
+// for every token count up to 19, alone and on a pool, against the pure-Go
+// products token by token: the groups of 8 and 4, the rest taken again
+// with a group's last tokens, and MatMulRecent's split between its gemm and
+// its gemv must not change an output.
+func TestRecentMatMulTokenGroups(t *testing.T) {
+	const rows, cols = 24, 2 * QKK
+	rng := rand.New(rand.NewPCG(41, 42))
+	w := make([]byte, 0, rows*Q4_K.RowBytes(cols))
+	for range rows {
+		w = append(w, recentWeights(rng, Q4_K, cols, false)...)
+	}
+	rb, ab := Q4_K.RowBytes(cols), Q8_K.RowBytes(cols)
+	pool := NewPool(2)
+	defer pool.Close()
+	for n := 1; n <= 19; n++ {
+		x := randomRow(rng, n*cols)
+		a := make([]byte, n*ab)
+		for tok := range n {
+			QuantizeActivations(Q8_K, x[tok*cols:(tok+1)*cols], a[tok*ab:(tok+1)*ab])
+		}
+		for _, c := range []struct {
+			name string
+			mul  func(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte)
+			want func(tok int) func(int, []byte, []byte) float32
+		}{
+			{"ExpertMatMul", ExpertMatMul, func(int) func(int, []byte, []byte) float32 { return vecDotQ4_KRepackGeneric }},
+			{"MatMulRecent", MatMulRecent, func(tok int) func(int, []byte, []byte) float32 {
+				if tok < n-n%4 {
+					return vecDotQ4_KGemmGeneric
+				}
+				return vecDotQ4_KRepackGeneric
+			}},
+		} {
+			for _, p := range []*Pool{nil, pool} {
+				out := make([]float32, n*rows)
+				c.mul(p, Q4_K, w, rows, cols, x, n, out, make([]byte, MatScratchBytes(Q4_K, cols, n)))
+				for tok := range n {
+					for r := range rows {
+						want := c.want(tok)(cols, w[r*rb:(r+1)*rb], a[tok*ab:(tok+1)*ab])
+						if got := out[tok*rows+r]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%s of %d tokens (pool %v), token %d row %d: %.9g, pure Go %.9g", c.name, n, p != nil, tok, r, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -51,8 +51,12 @@ func TraitsOf(t DType) (*Traits, bool) {
 // (rounding half away from zero); for activations ggml rounds half to even.
 // The two differ only on exact ties.
 func QuantizeActivations(t DType, src []float32, dst []byte) {
-	if t == Q8_0 {
+	switch t {
+	case Q8_0:
 		quantizeRowQ8_0Act(src, dst)
+		return
+	case Q8_K:
+		quantRowQ8_K(src, dst) // in assembly where it runs, the same bytes
 		return
 	}
 	tr, ok := TraitsOf(t)
