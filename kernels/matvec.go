@@ -73,6 +73,7 @@ func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out 
 		return
 	}
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
+	j.rows4 = vecDotRows4Of(t)
 	nTasks := (rows + matRowBlock - 1) / matRowBlock * j.nTokBlocks
 	if p == nil {
 		for task := range nTasks {
@@ -172,6 +173,9 @@ type matJob struct {
 	// their outputs at out[t·rows+r:] rows apart), for the tokens before
 	// split.
 	dot8, dot4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+	// rows4, when set, is vecDot of the 4 rows at w, w[wRow:]… against one
+	// token's activations a, into out[0:4].
+	rows4 func(n int, w []byte, wRow int, a []byte, out []float32)
 }
 
 func (j *matJob) Do(task, _ int) {
@@ -200,6 +204,18 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 			tail, end4 = end-4, end
 		}
 	}
+	// The tokens taken one by one go through rows4 for rows [r0, rows4End)
+	// where it is set (vecDot of 4 rows by one token).
+	rows4End := r0
+	if j.rows4 != nil && j.rest == nil && end4 < t1 {
+		rows4End = r0 + (r1-r0)/4*4
+		for t := end4; t < t1; t++ {
+			a := j.a[t*j.aRow : (t+1)*j.aRow]
+			for r := r0; r < rows4End; r += 4 {
+				j.rows4(j.cols, j.w[r*j.wRow:], j.wRow, a, j.out[t*j.rows+r:])
+			}
+		}
+	}
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
 		for t := t0; t < end8; t += 8 {
@@ -211,7 +227,7 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 		if tail >= 0 {
 			j.dot4(j.cols, wr, j.a[tail*j.aRow:], j.aRow, j.out[tail*j.rows+r:], j.rows)
 		}
-		for t := end4; t < t1; t++ {
+		for t := end4; t < t1 && r >= rows4End; t++ {
 			dot := j.vecDot
 			if j.rest != nil && t >= j.split {
 				dot = j.rest

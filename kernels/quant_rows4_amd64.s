@@ -1,0 +1,108 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+#include "iq4_amd64.h"
+
+// Four rows of MXFP4 or IQ4_NL against one token's Q8_0 activations: the
+// decode's products of the table formats. The activation block loads once
+// for the 4 rows, and each row's block integer (exact, as the one-token
+// kernels sum it) reaches its own lane of X0 by one fused multiply-add with
+// the row's dw·da, block after block, so every lane rounds exactly as
+// vecDotMXFP4AVX2 / vecDotIQ4_NLAVX2 (the order of ggml's repacked
+// products). Rows at w, w + wStride, w + 2·wStride, w + 3·wStride (SI, R9,
+// R10, R11); the outputs are out[0..3].
+
+// ROWS4 runs the four rows' blocks against the activations at DI.
+#define ROWS4(off) \
+	VMOVDQU 2(DI), Y12; \
+	TABLEROW(off(SI), X5, Y5, Y12, X3, Y3); \
+	TABLEROW(off(R9), X6, Y6, Y12, X3, Y3); \
+	TABLEROW(off(R10), X7, Y7, Y12, X3, Y3); \
+	TABLEROW(off(R11), X8, Y8, Y12, X3, Y3); \
+	REDUCEROWS; \
+	VCVTDQ2PS   X5, X5; \
+	VFMADD231PS X1, X5, X0
+
+// func vecDotMXFP4Rows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
+TEXT ·vecDotMXFP4Rows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   nb+0(FP), CX
+	MOVQ   w+8(FP), SI
+	MOVQ   wStride+16(FP), AX
+	LEAQ   (SI)(AX*1), R9
+	LEAQ   (R9)(AX*1), R10
+	LEAQ   (R10)(AX*1), R11
+	MOVQ   a+24(FP), DI
+	LEAQ   ·e8m0Halves(SB), R8
+	VXORPS X0, X0, X0
+	TABLESETUP(·fp4Values(SB))
+
+mxrows:
+	// dw·da of the 4 rows, dw = 2^(e−128) from the table
+	MOVWLZX      0(DI), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, X2
+	MOVBLZX      0(SI), AX
+	VMOVSS       (R8)(AX*4), X1
+	MOVBLZX      0(R9), AX
+	VINSERTPS    $0x10, (R8)(AX*4), X1, X1
+	MOVBLZX      0(R10), AX
+	VINSERTPS    $0x20, (R8)(AX*4), X1, X1
+	MOVBLZX      0(R11), AX
+	VINSERTPS    $0x30, (R8)(AX*4), X1, X1
+	VMULPS       X2, X1, X1
+	ROWS4(1)
+	ADDQ         $17, SI
+	ADDQ         $17, R9
+	ADDQ         $17, R10
+	ADDQ         $17, R11
+	ADDQ         $34, DI
+	DECQ         CX
+	JNZ          mxrows
+
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, 0(AX)
+	VZEROUPPER
+	RET
+
+// func vecDotIQ4_NLRows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
+TEXT ·vecDotIQ4_NLRows4AVX2(SB), NOSPLIT, $0-40
+	MOVQ   nb+0(FP), CX
+	MOVQ   w+8(FP), SI
+	MOVQ   wStride+16(FP), AX
+	LEAQ   (SI)(AX*1), R9
+	LEAQ   (R9)(AX*1), R10
+	LEAQ   (R10)(AX*1), R11
+	MOVQ   a+24(FP), DI
+	VXORPS X0, X0, X0
+	TABLESETUP(·iq4nlValues(SB))
+
+nlrows:
+	// dw·da of the 4 rows
+	MOVWLZX      0(DI), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, X2
+	MOVWLZX      0(SI), AX
+	VMOVD        AX, X1
+	MOVWLZX      0(R9), AX
+	VPINSRW      $1, AX, X1, X1
+	MOVWLZX      0(R10), AX
+	VPINSRW      $2, AX, X1, X1
+	MOVWLZX      0(R11), AX
+	VPINSRW      $3, AX, X1, X1
+	VCVTPH2PS    X1, X1
+	VMULPS       X2, X1, X1
+	ROWS4(2)
+	ADDQ         $18, SI
+	ADDQ         $18, R9
+	ADDQ         $18, R10
+	ADDQ         $18, R11
+	ADDQ         $34, DI
+	DECQ         CX
+	JNZ          nlrows
+
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, 0(AX)
+	VZEROUPPER
+	RET
