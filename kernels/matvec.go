@@ -131,12 +131,26 @@ func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []f
 	}
 	return matJob{
 		vecDot: tr.VecDot,
+		dot4:   vecDot4Of(t),
 		w:      w, wRow: t.RowBytes(cols),
 		a: acts, aRow: aRow,
 		rows: rows, cols: cols, n: n,
 		out:        out,
 		nTokBlocks: (n + matTokBlock - 1) / matTokBlock,
 	}
+}
+
+// vecDot4Of is the 4-token kernel of VecDot of t (IQ4_NL and MXFP4 on
+// amd64), or nil: the products of one row by 4 tokens at once, bit for bit
+// those of VecDot token by token.
+func vecDot4Of(t DType) func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+	switch t {
+	case IQ4_NL:
+		return vecDotIQ4_NLx4
+	case MXFP4:
+		return vecDotMXFP4x4
+	}
+	return nil
 }
 
 // quantJob quantizes activation row task of x into a.

@@ -16,7 +16,7 @@ func vecDotMXFP4AVX2(nb int, w, a *byte) float32
 
 // e8m0Halves are e8m0Half of every exponent, for the MXFP4 kernel.
 //
-//lint:ignore U1000 vecDotMXFP4AVX2 reads it
+//lint:ignore U1000 vecDotMXFP4AVX2 and vecDotMXFP4AVX2x4 read it
 var e8m0Halves = func() (t [256]float32) {
 	for e := range t {
 		t[e] = e8m0Half(uint8(e))
@@ -46,4 +46,30 @@ func vecDotMXFP4(n int, w, a []byte) float32 {
 	}
 	checkDot(MXFP4, Q8_0, n, w, a)
 	return vecDotMXFP4AVX2(n/QK, &w[0], &a[0])
+}
+
+//go:noescape
+func vecDotIQ4_NLAVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+//go:noescape
+func vecDotMXFP4AVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride int)
+
+// vecDotIQ4_NLx4 and vecDotMXFP4x4 are vecDotIQ4_NL and vecDotMXFP4 of one
+// row against the 4 tokens whose activation rows start aRow bytes apart in
+// a, writing their outputs outRow floats apart in out
+// (quant_iq4x4_amd64.s); nil where the kernels do not run.
+var vecDotIQ4_NLx4, vecDotMXFP4x4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+
+func init() {
+	if !quantAsm {
+		return
+	}
+	vecDotIQ4_NLx4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+		checkDot4(IQ4_NL, Q8_0, n, w, a, aRow, out, outRow)
+		vecDotIQ4_NLAVX2x4(n/QK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+	}
+	vecDotMXFP4x4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+		checkDot4(MXFP4, Q8_0, n, w, a, aRow, out, outRow)
+		vecDotMXFP4AVX2x4(n/QK, &w[0], &a[0], aRow, &out[0], 4*outRow)
+	}
 }

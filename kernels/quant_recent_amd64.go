@@ -57,23 +57,23 @@ func init() {
 		return
 	}
 	vecDotQ4_KRepack4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
-		checkDot4(n, w, a, aRow, out, outRow)
+		checkDot4(Q4_K, Q8_K, n, w, a, aRow, out, outRow)
 		vecDotQ4_KRepackAVX2x4(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 	vecDotQ4_KGemm4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
-		checkDot4(n, w, a, aRow, out, outRow)
+		checkDot4(Q4_K, Q8_K, n, w, a, aRow, out, outRow)
 		vecDotQ4_KGemmAVX2x4(n/QKK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 }
 
-// checkDot4 checks the operands of a 4-token Q4_K product: n a positive
-// multiple of QKK, a row of w, 4 activation rows aRow apart in a and 4
-// outputs outRow apart in out.
-func checkDot4(n int, w, a []byte, aRow int, out []float32, outRow int) {
-	ab := rowBytes(Q8_K, n)
+// checkDot4 checks the operands of a 4-token product of weights of type wt
+// by activations of type at: n a positive number of whole blocks, a row of
+// w, 4 activation rows aRow apart in a and 4 outputs outRow apart in out.
+func checkDot4(wt, at DType, n int, w, a []byte, aRow int, out []float32, outRow int) {
+	ab := rowBytes(at, n)
 	if n <= 0 || ab < 0 || aRow < ab || len(a) < 3*aRow+ab || outRow < 1 || len(out) <= 3*outRow {
-		panic(fmt.Sprintf("kernels: 4-token Q4_K product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
-			n, ab, aRow, len(a), outRow, len(out)))
+		panic(fmt.Sprintf("kernels: 4-token %v product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
+			wt, n, ab, aRow, len(a), outRow, len(out)))
 	}
-	checkDot(Q4_K, Q8_K, n, w, a)
+	checkDot(wt, at, n, w, a)
 }
