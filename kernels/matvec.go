@@ -199,16 +199,28 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 	if j.dot4 != nil {
 		end4 = t1
 		if j.rest != nil {
-			end4 = min(end4, j.split)
+			end4 = max(t0, min(end4, j.split))
 		}
-		end4 = t0 + (end4-t0)/4*4
+	}
+	// Of the tokens for dot4, 4k go 4 at a time; when 2 or 3 are left
+	// over (after 4 or more), the last 4 go once more, writing again the
+	// outputs of the 4 − (2 or 3) tokens before them, with the same values
+	// (each lane is its row's and token's product alone), which is cheaper
+	// than 2 or 3 one-token calls; a single one takes the one-token call.
+	full := t0 + (end4-t0)/4*4
+	tail := full // the last 4 tokens again from tail, if below full
+	if left := end4 - full; full > t0 && left >= 2 {
+		tail, full = end4-4, end4
 	}
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
-		for t := t0; t < end4; t += 4 {
+		for t := t0; t+4 <= end4; t += 4 {
 			j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
 		}
-		for t := max(t0, end4); t < t1; t++ {
+		if tail < full {
+			j.dot4(j.cols, wr, j.a[tail*j.aRow:], j.aRow, j.out[tail*j.rows+r:], j.rows)
+		}
+		for t := full; t < t1; t++ {
 			dot := j.vecDot
 			if j.rest != nil && t >= j.split {
 				dot = j.rest
