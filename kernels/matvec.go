@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -45,7 +46,7 @@ func MatScratchBytes(t DType, cols, n int) int {
 	// The blocked kernels (gemm.go) may take more: on any CPU, so that a
 	// buffer sized here fits every build.
 	blocked, _ := blockedScratch(t, cols, n)
-	return max(n*rb, blocked)
+	return max(n*rb+sideBytes(t, cols, n), blocked)
 }
 
 // MatVec sets out = W·x for the (rows, cols) matrix W of type t stored in w:
@@ -110,13 +111,17 @@ func checkMatMul(op string, t DType, wBytes, rows, cols, xLen, n, outLen, scratc
 // prepareVecDot quantizes the activations of the VecDot path into scratch
 // and returns the job that runs them against w.
 func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) matJob {
-	var acts []byte
+	var acts, side []byte
 	aRow := tr.VecDotType.RowBytes(cols)
 	if tr.VecDotType == F32 {
 		acts = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), n*cols*4)
 	} else {
 		acts = scratch[:n*aRow]
 		q := quantJob{t: tr.VecDotType, x: x, cols: cols, a: acts, aRow: aRow}
+		if t == MXFP4 && vecDotMXFP4x4s != nil && n >= 4 {
+			side = scratch[n*aRow : n*aRow+sideBytes(t, cols, n)]
+			q.side, q.n = side, n
+		}
 		if p == nil || n == 1 {
 			for j := range n {
 				q.Do(j, 0)
@@ -129,7 +134,7 @@ func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []f
 			p.mu.Unlock()
 		}
 	}
-	return matJob{
+	j := matJob{
 		vecDot: tr.VecDot,
 		dot4:   vecDot4Of(t),
 		w:      w, wRow: t.RowBytes(cols),
@@ -138,6 +143,10 @@ func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []f
 		out:        out,
 		nTokBlocks: (n + matTokBlock - 1) / matTokBlock,
 	}
+	if side != nil {
+		j.side, j.dot4s = side, vecDotMXFP4x4s
+	}
+	return j
 }
 
 // vecDot4Of is the 4-token kernel of VecDot of t (IQ4_NL and MXFP4 on
@@ -153,17 +162,50 @@ func vecDot4Of(t DType) func(n int, w, a []byte, aRow int, out []float32, outRow
 	return nil
 }
 
-// quantJob quantizes activation row task of x into a.
+// quantJob quantizes activation row task of x into a, and writes its
+// per-block terms into side if set (mxfp4Side, of n tokens).
 type quantJob struct {
 	t    DType
 	x    []float32
 	cols int
 	a    []byte
 	aRow int
+	side []byte
+	n    int
 }
 
 func (q *quantJob) Do(task, _ int) {
-	QuantizeActivations(q.t, q.x[task*q.cols:(task+1)*q.cols], q.a[task*q.aRow:(task+1)*q.aRow])
+	a := q.a[task*q.aRow : (task+1)*q.aRow]
+	QuantizeActivations(q.t, q.x[task*q.cols:(task+1)*q.cols], a)
+	if q.side != nil {
+		mxfp4Side(a, q.side, task, q.n)
+	}
+}
+
+// sideBytes is the size of the per-block terms of n tokens of cols
+// activations that MatMul's 4-token kernel of weights of type t takes
+// (mxfp4Side; MXFP4 only), kept after the activations in its scratch.
+func sideBytes(t DType, cols, n int) int {
+	if t != MXFP4 {
+		return 0
+	}
+	return n * (cols / QK) * 8
+}
+
+// mxfp4Side writes the terms of token tok's Q8_0 row a into side, the terms
+// of n tokens for vecDotMXFP4x4s: for block b, at 8·n·b, the n tokens' da
+// as float32, then 12 times their block's sum of quants as int32.
+func mxfp4Side(a, side []byte, tok, n int) {
+	for b := range len(a) / bytesQ8_0 {
+		blk := a[b*bytesQ8_0 : (b+1)*bytesQ8_0]
+		var s int32
+		for _, v := range blk[2:] {
+			s += int32(int8(v))
+		}
+		at := 8*n*b + 4*tok
+		le.PutUint32(side[at:], math.Float32bits(halfAt(blk, 0)))
+		le.PutUint32(side[at+4*n:], uint32(12*s))
+	}
 }
 
 // matJob computes one block of rows against one block of tokens per task.
@@ -185,6 +227,10 @@ type matJob struct {
 	// activation rows of tokens t…t+3 at a[t·aRow:], their outputs at
 	// out[t·rows+r:] rows apart), for the tokens before split.
 	dot4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+	// dot4s, when set, replaces dot4, taking the tokens' per-block terms
+	// in side (MXFP4: mxfp4Side).
+	dot4s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
+	side  []byte
 }
 
 func (j *matJob) Do(task, _ int) {
@@ -215,10 +261,10 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
 		for t := t0; t+4 <= end4; t += 4 {
-			j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
+			j.quad(wr, r, t)
 		}
 		if tail < full {
-			j.dot4(j.cols, wr, j.a[tail*j.aRow:], j.aRow, j.out[tail*j.rows+r:], j.rows)
+			j.quad(wr, r, tail)
 		}
 		for t := full; t < t1; t++ {
 			dot := j.vecDot
@@ -228,4 +274,13 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 			j.out[t*j.rows+r] = dot(j.cols, wr, j.a[t*j.aRow:(t+1)*j.aRow])
 		}
 	}
+}
+
+// quad computes row r (weights wr) against tokens t…t+3.
+func (j *matJob) quad(wr []byte, r, t int) {
+	if j.dot4s != nil {
+		j.dot4s(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows, j.side[4*t:], j.n)
+		return
+	}
+	j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
 }

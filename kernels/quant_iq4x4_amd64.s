@@ -121,3 +121,53 @@ mx4loop:
 	DECQ         CX
 	JNZ          mx4loop
 	STOREX4
+
+// func vecDotMXFP4AVX2x4s(nb int, w, a *byte, aStride int, out *float32, outStride int, side *byte, sideStride int)
+//
+// vecDotMXFP4AVX2x4 with the 4 tokens' per-block terms prepared once for
+// all rows (mxfp4Side): at side, block after block sideStride bytes apart,
+// the 4 tokens' da as float32, and sideStride/2 bytes on 12 times their
+// block's sum of quants as int32. The weights are looked up offset by 12
+// (fp4Values12, all ≥ 0), so VPMADDUBSW takes them unsigned against the
+// activations straight from memory; Σ(w+12)·a − 12·Σa is the block's
+// integer sum, exact (no int16 pair sum exceeds 2·24·127). X1 is dw·da, the
+// same product as the one-token kernel's.
+TEXT ·vecDotMXFP4AVX2x4s(SB), NOSPLIT, $0-64
+	SETUPX4(·fp4Values12(SB))
+	LEAQ ·e8m0Halves(SB), R8
+	MOVQ side+48(FP), R9
+	MOVQ sideStride+56(FP), R13
+	MOVQ R13, R10
+	SHRQ $1, R10
+
+mxs4loop:
+	MOVBLZX      0(SI), AX
+	VBROADCASTSS (R8)(AX*4), X1
+	VMULPS       (R9), X1, X1
+	VMOVDQU      1(SI), X3
+	VPSRLW       $4, X3, X4
+	VINSERTI128  $1, X4, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPSHUFB      Y3, Y13, Y3
+	VPMADDUBSW   2(DI), Y3, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VPMADDUBSW   2(DI)(R11*1), Y3, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VPMADDUBSW   2(DI)(R11*2), Y3, Y7
+	VPMADDWD     Y15, Y7, Y7
+	VPMADDUBSW   2(DI)(R12*1), Y3, Y8
+	VPMADDWD     Y15, Y8, Y8
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $1, Y5, X6
+	VPADDD       X6, X5, X5
+	VPSUBD       (R9)(R10*1), X5, X5
+	VCVTDQ2PS    X5, X5
+	VFMADD231PS  X1, X5, X0
+	ADDQ         $17, SI
+	ADDQ         $34, DI
+	ADDQ         R13, R9
+	DECQ         CX
+	JNZ          mxs4loop
+	STOREX4

@@ -112,6 +112,7 @@ func TestRecentProducts4MatchGeneric(t *testing.T) {
 		{"gemm", Q4_K, Q8_K, vecDotQ4_KGemm4, vecDotQ4_KGemmGeneric, vecDotQ4_KGemm, []int{QKK, 3 * QKK, 2048}, recentWeights},
 		{"iq4_nl", IQ4_NL, Q8_0, vecDotIQ4_NLx4, vecDotIQ4_NLGeneric, vecDotIQ4_NL, []int{QK, 3 * QK, 2880}, blockWeights},
 		{"mxfp4", MXFP4, Q8_0, vecDotMXFP4x4, vecDotMXFP4Generic, vecDotMXFP4, []int{QK, 3 * QK, 2880}, blockWeights},
+		{"mxfp4 side", MXFP4, Q8_0, vecDotMXFP4x4Side, vecDotMXFP4Generic, vecDotMXFP4, []int{QK, 3 * QK, 2880}, blockWeights},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, n := range c.sizes {
@@ -145,6 +146,17 @@ func TestRecentProducts4MatchGeneric(t *testing.T) {
 			}
 		})
 	}
+}
+
+// vecDotMXFP4x4Side is vecDotMXFP4x4s with the 4 tokens' terms written
+// for it (in the benchmark too: MatMul writes them once for all rows).
+func vecDotMXFP4x4Side(n int, w, a []byte, aRow int, out []float32, outRow int) {
+	var buf [8 * 2880 / QK * 4]byte
+	side := buf[:sideBytes(MXFP4, n, 4)]
+	for tok := range 4 {
+		mxfp4Side(a[tok*aRow:tok*aRow+Q8_0.RowBytes(n)], side, tok, 4)
+	}
+	vecDotMXFP4x4s(n, w, a, aRow, out, outRow, side, 4)
 }
 
 // BenchmarkProducts4 times the 4-token kernels against 4 calls of the
@@ -191,6 +203,17 @@ func BenchmarkProducts4(b *testing.B) {
 				}
 			}
 		})
+		if c.typ == MXFP4 { // the side terms written once, as MatMul does
+			side := make([]byte, sideBytes(MXFP4, c.n, 4))
+			for tok := range 4 {
+				mxfp4Side(a[tok*aRow:(tok+1)*aRow], side, tok, 4)
+			}
+			b.Run(c.name+"/x4s", func(b *testing.B) {
+				for b.Loop() {
+					vecDotMXFP4x4s(c.n, w, a, aRow, out, 1, side, 4)
+				}
+			})
+		}
 	}
 }
 
