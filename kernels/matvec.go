@@ -144,7 +144,7 @@ func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []f
 		nTokBlocks: (n + matTokBlock - 1) / matTokBlock,
 	}
 	if side != nil {
-		j.side, j.dot4s = side, vecDotMXFP4x4s
+		j.side, j.dot4s, j.dot8s = side, vecDotMXFP4x4s, vecDotMXFP4x8s
 	}
 	return j
 }
@@ -231,6 +231,8 @@ type matJob struct {
 	// in side (MXFP4: mxfp4Side).
 	dot4s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
 	side  []byte
+	// dot8s, when set, takes 8 tokens at a time before dot4s.
+	dot8s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
 }
 
 func (j *matJob) Do(task, _ int) {
@@ -260,7 +262,13 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 	}
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
-		for t := t0; t+4 <= end4; t += 4 {
+		t := t0
+		if j.dot8s != nil {
+			for ; t+8 <= end4; t += 8 {
+				j.dot8s(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows, j.side[4*t:], j.n)
+			}
+		}
+		for ; t+4 <= end4; t += 4 {
 			j.quad(wr, r, t)
 		}
 		if tail < full {

@@ -85,7 +85,7 @@ func TestMatMulMatchesMatVec(t *testing.T) {
 	for _, dt := range []DType{F32, F16, Q8_0, Q4_0, Q4_K, IQ4_NL, MXFP4} {
 		// IQ4_NL and MXFP4: token blocks of 4k + 0…3 tokens through the
 		// 4-token kernels.
-		for _, n := range []int{1, 3, 4, 6, 7, matTokBlock + 5, matTokBlock + 6, 2*matTokBlock + 3} {
+		for _, n := range []int{1, 3, 4, 6, 7, 12, 15, matTokBlock + 5, matTokBlock + 6, 2*matTokBlock + 3} {
 			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
 				const rows = 50
 				cols := max(256, dt.BlockSize())

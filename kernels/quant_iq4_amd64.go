@@ -59,6 +59,9 @@ func vecDotMXFP4AVX2x4(nb int, w, a *byte, aStride int, out *float32, outStride 
 //go:noescape
 func vecDotMXFP4AVX2x4s(nb int, w, a *byte, aStride int, out *float32, outStride int, side *byte, sideStride int)
 
+//go:noescape
+func vecDotMXFP4AVX2x8s(nb int, w, a *byte, aStride int, out *float32, outStride int, side *byte, sideStride int)
+
 // fp4Values12 are fp4Values + 12, for vecDotMXFP4AVX2x4s.
 //
 //lint:ignore U1000 vecDotMXFP4AVX2x4s reads it
@@ -80,6 +83,9 @@ var vecDotIQ4_NLx4, vecDotMXFP4x4 func(n int, w, a []byte, aRow int, out []float
 // kernel does not run.
 var vecDotMXFP4x4s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
 
+// vecDotMXFP4x8s is vecDotMXFP4x4s for 8 tokens.
+var vecDotMXFP4x8s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
+
 func init() {
 	if !quantAsm {
 		return
@@ -98,5 +104,12 @@ func init() {
 			panic(fmt.Sprintf("kernels: 4-token MXFP4 product of %d elements: %d bytes of side terms of %d tokens", n, len(side), nTok))
 		}
 		vecDotMXFP4AVX2x4s(n/QK, &w[0], &a[0], aRow, &out[0], 4*outRow, &side[0], 8*nTok)
+	}
+	vecDotMXFP4x8s = func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int) {
+		checkDotK(8, MXFP4, Q8_0, n, w, a, aRow, out, outRow)
+		if nTok < 8 || len(side) < (n/QK-1)*8*nTok+4*nTok+32 {
+			panic(fmt.Sprintf("kernels: 8-token MXFP4 product of %d elements: %d bytes of side terms of %d tokens", n, len(side), nTok))
+		}
+		vecDotMXFP4AVX2x8s(n/QK, &w[0], &a[0], aRow, &out[0], 4*outRow, &side[0], 8*nTok)
 	}
 }

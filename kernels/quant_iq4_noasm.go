@@ -8,4 +8,4 @@ func vecDotMXFP4(n int, w, a []byte) float32  { return vecDotMXFP4Generic(n, w, 
 
 // No 4-token kernels: matJob takes the tokens one at a time.
 var vecDotIQ4_NLx4, vecDotMXFP4x4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
-var vecDotMXFP4x4s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
+var vecDotMXFP4x4s, vecDotMXFP4x8s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)

@@ -171,3 +171,82 @@ mxs4loop:
 	DECQ         CX
 	JNZ          mxs4loop
 	STOREX4
+
+// func vecDotMXFP4AVX2x8s(nb int, w, a *byte, aStride int, out *float32, outStride int, side *byte, sideStride int)
+//
+// vecDotMXFP4AVX2x4s for 8 tokens (rows at a + k·aStride, k < 8; R13 the
+// fifth), token t in lane t of Y0: the block's weights, once for 8 tokens,
+// and one reduction, conversion and fused multiply-add for all 8.
+TEXT ·vecDotMXFP4AVX2x8s(SB), NOSPLIT, $0-64
+	SETUPX4(·fp4Values12(SB))
+	LEAQ ·e8m0Halves(SB), R8
+	LEAQ (DI)(R11*4), R13
+	MOVQ side+48(FP), R9
+	MOVQ sideStride+56(FP), DX
+	MOVQ DX, BX
+	SHRQ $1, BX
+
+mxs8loop:
+	MOVBLZX      0(SI), AX
+	VBROADCASTSS (R8)(AX*4), Y1
+	VMULPS       (R9), Y1, Y1
+	VMOVDQU      1(SI), X3
+	VPSRLW       $4, X3, X4
+	VINSERTI128  $1, X4, Y3, Y3
+	VPAND        Y14, Y3, Y3
+	VPSHUFB      Y3, Y13, Y3
+	VPMADDUBSW   2(DI), Y3, Y5
+	VPMADDWD     Y15, Y5, Y5
+	VPMADDUBSW   2(DI)(R11*1), Y3, Y6
+	VPMADDWD     Y15, Y6, Y6
+	VPMADDUBSW   2(DI)(R11*2), Y3, Y7
+	VPMADDWD     Y15, Y7, Y7
+	VPMADDUBSW   2(DI)(R12*1), Y3, Y8
+	VPMADDWD     Y15, Y8, Y8
+	VPMADDUBSW   2(R13), Y3, Y9
+	VPMADDWD     Y15, Y9, Y9
+	VPMADDUBSW   2(R13)(R11*1), Y3, Y10
+	VPMADDWD     Y15, Y10, Y10
+	VPMADDUBSW   2(R13)(R11*2), Y3, Y11
+	VPMADDWD     Y15, Y11, Y11
+	VPMADDUBSW   2(R13)(R12*1), Y3, Y12
+	VPMADDWD     Y15, Y12, Y12
+	VPHADDD      Y6, Y5, Y5
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y12, Y11, Y11
+	VPHADDD      Y11, Y9, Y9
+	VPERM2I128   $0x20, Y9, Y5, Y2
+	VPERM2I128   $0x31, Y9, Y5, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSUBD       (R9)(BX*1), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         $17, SI
+	ADDQ         $34, DI
+	ADDQ         $34, R13
+	ADDQ         DX, R9
+	DECQ         CX
+	JNZ          mxs8loop
+
+	MOVQ         out+32(FP), AX
+	MOVQ         outStride+40(FP), BX
+	VMOVSS       X0, 0(AX)
+	ADDQ         BX, AX
+	VEXTRACTPS   $1, X0, 0(AX)
+	ADDQ         BX, AX
+	VEXTRACTPS   $2, X0, 0(AX)
+	ADDQ         BX, AX
+	VEXTRACTPS   $3, X0, 0(AX)
+	VEXTRACTF128 $1, Y0, X0
+	ADDQ         BX, AX
+	VMOVSS       X0, 0(AX)
+	ADDQ         BX, AX
+	VEXTRACTPS   $1, X0, 0(AX)
+	ADDQ         BX, AX
+	VEXTRACTPS   $2, X0, 0(AX)
+	ADDQ         BX, AX
+	VEXTRACTPS   $3, X0, 0(AX)
+	VZEROUPPER
+	RET

@@ -70,10 +70,15 @@ func init() {
 // by activations of type at: n a positive number of whole blocks, a row of
 // w, 4 activation rows aRow apart in a and 4 outputs outRow apart in out.
 func checkDot4(wt, at DType, n int, w, a []byte, aRow int, out []float32, outRow int) {
+	checkDotK(4, wt, at, n, w, a, aRow, out, outRow)
+}
+
+// checkDotK is checkDot4 for k tokens.
+func checkDotK(k int, wt, at DType, n int, w, a []byte, aRow int, out []float32, outRow int) {
 	ab := rowBytes(at, n)
-	if n <= 0 || ab < 0 || aRow < ab || len(a) < 3*aRow+ab || outRow < 1 || len(out) <= 3*outRow {
-		panic(fmt.Sprintf("kernels: 4-token %v product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
-			wt, n, ab, aRow, len(a), outRow, len(out)))
+	if n <= 0 || ab < 0 || aRow < ab || len(a) < (k-1)*aRow+ab || outRow < 1 || len(out) <= (k-1)*outRow {
+		panic(fmt.Sprintf("kernels: %d-token %v product of %d elements: activation rows of %d bytes %d apart in %d, outputs %d apart in %d",
+			k, wt, n, ab, aRow, len(a), outRow, len(out)))
 	}
 	checkDot(wt, at, n, w, a)
 }

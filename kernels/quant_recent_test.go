@@ -159,6 +159,45 @@ func vecDotMXFP4x4Side(n int, w, a []byte, aRow int, out []float32, outRow int) 
 	vecDotMXFP4x4s(n, w, a, aRow, out, outRow, side, 4)
 }
 
+// TestMXFP4Products8MatchGeneric checks the 8-token MXFP4 kernel lane by
+// lane against the pure-Go one-token product.
+func TestMXFP4Products8MatchGeneric(t *testing.T) {
+	if vecDotMXFP4x8s == nil {
+		t.Skip("no 8-token kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(39, 40))
+	for _, n := range []int{QK, 3 * QK, 2880} {
+		ab := Q8_0.RowBytes(n)
+		for i := range 30 {
+			w := blockWeights(rng, MXFP4, n, i == 0)
+			aRow := ab + bytesQ8_0*(i%3)
+			nTok := 8 + i%3 // side terms of more tokens than the 8
+			a := make([]byte, (nTok-1)*aRow+ab)
+			side := make([]byte, sideBytes(MXFP4, n, nTok))
+			for tok := range nTok {
+				x := randomRow(rng, n)
+				if i == 1 {
+					for j := range x {
+						x[j] = float32(1 - 2*((j+tok)%2)) // activations at ±127
+					}
+				}
+				QuantizeActivations(Q8_0, x, a[tok*aRow:tok*aRow+ab])
+				mxfp4Side(a[tok*aRow:tok*aRow+ab], side, tok, nTok)
+			}
+			first := i % (nTok - 7)
+			outRow := 1 + i%5
+			got := make([]float32, 7*outRow+1)
+			vecDotMXFP4x8s(n, w, a[first*aRow:], aRow, got, outRow, side[4*first:], nTok)
+			for tok := range 8 {
+				want := vecDotMXFP4Generic(n, w, a[(first+tok)*aRow:])
+				if g := got[tok*outRow]; math.Float32bits(g) != math.Float32bits(want) {
+					t.Fatalf("n=%d case %d token %d: %.9g, pure Go %.9g", n, i, tok, g, want)
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkProducts4 times the 4-token kernels against 4 calls of the
 // one-token ones over one 2880-wide row (gpt-oss's width; 2816 for Q4_K,
 // 11 super-blocks), ns per 4 tokens.
@@ -212,6 +251,20 @@ func BenchmarkProducts4(b *testing.B) {
 				for b.Loop() {
 					vecDotMXFP4x4s(c.n, w, a, aRow, out, 1, side, 4)
 				}
+			})
+		}
+		if c.typ == MXFP4 { // 8 tokens, ns per 4 tokens
+			a8 := append(append([]byte(nil), a...), a...)
+			side := make([]byte, sideBytes(MXFP4, c.n, 8))
+			for tok := range 8 {
+				mxfp4Side(a8[tok*aRow:(tok+1)*aRow], side, tok, 8)
+			}
+			out8 := make([]float32, 8)
+			b.Run(c.name+"/x8s", func(b *testing.B) {
+				for b.Loop() {
+					vecDotMXFP4x8s(c.n, w, a8, aRow, out8, 1, side, 8)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/4tok")
 			})
 		}
 	}
