@@ -149,10 +149,9 @@ func TestRecentProducts4MatchGeneric(t *testing.T) {
 }
 
 // vecDotMXFP4x4Side is vecDotMXFP4x4s with the 4 tokens' terms written
-// for it (in the benchmark too: MatMul writes them once for all rows).
+// for it (MatMul writes them once for all rows).
 func vecDotMXFP4x4Side(n int, w, a []byte, aRow int, out []float32, outRow int) {
-	var buf [8 * 2880 / QK * 4]byte
-	side := buf[:sideBytes(MXFP4, n, 4)]
+	side := make([]byte, sideBytes(MXFP4, n, 4))
 	for tok := range 4 {
 		mxfp4Side(a[tok*aRow:tok*aRow+Q8_0.RowBytes(n)], side, tok, 4)
 	}
