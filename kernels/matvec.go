@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -45,7 +46,7 @@ func MatScratchBytes(t DType, cols, n int) int {
 	// The blocked kernels (gemm.go) may take more: on any CPU, so that a
 	// buffer sized here fits every build.
 	blocked, _ := blockedScratch(t, cols, n)
-	return max(n*rb, blocked)
+	return max(n*rb+sideBytes(t, cols, n), blocked)
 }
 
 // MatVec sets out = W·x for the (rows, cols) matrix W of type t stored in w:
@@ -111,13 +112,17 @@ func checkMatMul(op string, t DType, wBytes, rows, cols, xLen, n, outLen, scratc
 // prepareVecDot quantizes the activations of the VecDot path into scratch
 // and returns the job that runs them against w.
 func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []float32, n int, out []float32, scratch []byte) matJob {
-	var acts []byte
+	var acts, side []byte
 	aRow := tr.VecDotType.RowBytes(cols)
 	if tr.VecDotType == F32 {
 		acts = unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), n*cols*4)
 	} else {
 		acts = scratch[:n*aRow]
 		q := quantJob{t: tr.VecDotType, x: x, cols: cols, a: acts, aRow: aRow}
+		if t == MXFP4 && vecDotMXFP4x4s != nil && n >= 4 {
+			side = scratch[n*aRow : n*aRow+sideBytes(t, cols, n)]
+			q.side, q.n = side, n
+		}
 		if p == nil || n == 1 {
 			for j := range n {
 				q.Do(j, 0)
@@ -130,27 +135,78 @@ func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []f
 			p.mu.Unlock()
 		}
 	}
-	return matJob{
+	j := matJob{
 		vecDot: tr.VecDot,
+		dot4:   vecDot4Of(t),
 		w:      w, wRow: t.RowBytes(cols),
 		a: acts, aRow: aRow,
 		rows: rows, cols: cols, n: n,
 		out:        out,
 		nTokBlocks: (n + matTokBlock - 1) / matTokBlock,
 	}
+	if side != nil {
+		j.side, j.dot4s, j.dot8s = side, vecDotMXFP4x4s, vecDotMXFP4x8s
+	}
+	return j
 }
 
-// quantJob quantizes activation row task of x into a.
+// vecDot4Of is the 4-token kernel of VecDot of t (IQ4_NL and MXFP4 on
+// amd64), or nil: the products of one row by 4 tokens at once, bit for bit
+// those of VecDot token by token.
+func vecDot4Of(t DType) func(n int, w, a []byte, aRow int, out []float32, outRow int) {
+	switch t {
+	case IQ4_NL:
+		return vecDotIQ4_NLx4
+	case MXFP4:
+		return vecDotMXFP4x4
+	}
+	return nil
+}
+
+// quantJob quantizes activation row task of x into a, and writes its
+// per-block terms into side if set (mxfp4Side, of n tokens).
 type quantJob struct {
 	t    DType
 	x    []float32
 	cols int
 	a    []byte
 	aRow int
+	side []byte
+	n    int
 }
 
 func (q *quantJob) Do(task, _ int) {
-	QuantizeActivations(q.t, q.x[task*q.cols:(task+1)*q.cols], q.a[task*q.aRow:(task+1)*q.aRow])
+	a := q.a[task*q.aRow : (task+1)*q.aRow]
+	QuantizeActivations(q.t, q.x[task*q.cols:(task+1)*q.cols], a)
+	if q.side != nil {
+		mxfp4Side(a, q.side, task, q.n)
+	}
+}
+
+// sideBytes is the size of the per-block terms of n tokens of cols
+// activations that MatMul's 4-token kernel of weights of type t takes
+// (mxfp4Side; MXFP4 only), kept after the activations in its scratch.
+func sideBytes(t DType, cols, n int) int {
+	if t != MXFP4 {
+		return 0
+	}
+	return n * (cols / QK) * 8
+}
+
+// mxfp4Side writes the terms of token tok's Q8_0 row a into side, the terms
+// of n tokens for vecDotMXFP4x4s: for block b, at 8·n·b, the n tokens' da
+// as float32, then 12 times their block's sum of quants as int32.
+func mxfp4Side(a, side []byte, tok, n int) {
+	for b := range len(a) / bytesQ8_0 {
+		blk := a[b*bytesQ8_0 : (b+1)*bytesQ8_0]
+		var s int32
+		for _, v := range blk[2:] {
+			s += int32(int8(v))
+		}
+		at := 8*n*b + 4*tok
+		le.PutUint32(side[at:], math.Float32bits(halfAt(blk, 0)))
+		le.PutUint32(side[at+4*n:], uint32(12*s))
+	}
 }
 
 // matJob computes one block of rows against one block of tokens per task.
@@ -168,13 +224,18 @@ type matJob struct {
 	// (MatMulRecent); vecDot that of the tokens before.
 	rest  func(n int, w, a []byte) float32
 	split int
-	// dot8 and dot4, when set, are vecDot of one row against 8 or 4
+	// dot4 and dot8, when set, are vecDot of one row against 4 or 8
 	// tokens at once (the activation rows of tokens t… at a[t·aRow:],
 	// their outputs at out[t·rows+r:] rows apart), for the tokens before
-	// split.
-	dot8, dot4 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+	// split; dot8 only with dot4.
+	dot4, dot8 func(n int, w, a []byte, aRow int, out []float32, outRow int)
+	// dot4s and dot8s, when set, replace dot4 and dot8, taking the tokens'
+	// per-block terms in side (MXFP4: mxfp4Side).
+	dot4s, dot8s func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int)
+	side         []byte
 	// rows4, when set, is vecDot of the 4 rows at w, w[wRow:]… against one
-	// token's activations a, into out[0:4].
+	// token's activations a, into out[0:4], for the tokens taken one by
+	// one (without rest).
 	rows4 func(n int, w []byte, wRow int, a []byte, out []float32)
 }
 
@@ -186,30 +247,33 @@ func (j *matJob) Do(task, _ int) {
 
 // run computes rows [r0, r1) against tokens [t0, t1).
 func (j *matJob) run(r0, r1, t0, t1 int) {
-	// Tokens [t0, end8) go 8 at a time through dot8, [end8, end4) 4 at a
-	// time through dot4, the rest one by one. A rest of 2 or 3 tokens
-	// after a group goes through dot4 with the group's last tokens again
-	// (the same outputs, written twice), which costs less than 2 calls.
-	end8, end4, tail := t0, t0, -1
+	end := t0 // tokens [t0, end) go 8 (dot8) then 4 (dot4) at a time
 	if j.dot4 != nil {
-		end := t1
+		end = t1
 		if j.rest != nil {
-			end = min(end, j.split)
-		}
-		if j.dot8 != nil {
-			end8 = t0 + (end-t0)/8*8
-		}
-		end4 = end8 + (end-end8)/4*4
-		if end-end4 >= 2 && end-4 >= t0 {
-			tail, end4 = end-4, end
+			end = max(t0, min(end, j.split))
 		}
 	}
+	end8 := t0
+	if j.dot8 != nil || j.dot8s != nil {
+		end8 = t0 + (end-t0)/8*8
+	}
+	// When 2 or 3 tokens are left over (after 4 or more), the last 4 go
+	// once more, writing again the outputs of the 4 − (2 or 3) tokens
+	// before them, with the same values (each lane is its row's and
+	// token's product alone), which is cheaper than 2 or 3 one-token
+	// calls; a single one takes the one-token call.
+	full := end8 + (end-end8)/4*4
+	tail := full // the last 4 tokens again from tail, if below full
+	if left := end - full; full > t0 && left >= 2 {
+		tail, full = end-4, end
+	}
 	// The tokens taken one by one go through rows4 for rows [r0, rows4End)
-	// where it is set (vecDot of 4 rows by one token).
+	// where it is set.
 	rows4End := r0
-	if j.rows4 != nil && j.rest == nil && end4 < t1 {
+	if j.rows4 != nil && j.rest == nil && full < t1 {
 		rows4End = r0 + (r1-r0)/4*4
-		for t := end4; t < t1; t++ {
+		for t := full; t < t1; t++ {
 			a := j.a[t*j.aRow : (t+1)*j.aRow]
 			for r := r0; r < rows4End; r += 4 {
 				j.rows4(j.cols, j.w[r*j.wRow:], j.wRow, a, j.out[t*j.rows+r:])
@@ -219,15 +283,15 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 	for r := r0; r < r1; r++ {
 		wr := j.w[r*j.wRow : (r+1)*j.wRow]
 		for t := t0; t < end8; t += 8 {
-			j.dot8(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
+			j.oct(wr, r, t)
 		}
-		for t := end8; t+4 <= end4; t += 4 {
-			j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
+		for t := end8; t+4 <= end; t += 4 {
+			j.quad(wr, r, t)
 		}
-		if tail >= 0 {
-			j.dot4(j.cols, wr, j.a[tail*j.aRow:], j.aRow, j.out[tail*j.rows+r:], j.rows)
+		if tail < full {
+			j.quad(wr, r, tail)
 		}
-		for t := end4; t < t1 && r >= rows4End; t++ {
+		for t := full; t < t1 && r >= rows4End; t++ {
 			dot := j.vecDot
 			if j.rest != nil && t >= j.split {
 				dot = j.rest
@@ -235,4 +299,22 @@ func (j *matJob) run(r0, r1, t0, t1 int) {
 			j.out[t*j.rows+r] = dot(j.cols, wr, j.a[t*j.aRow:(t+1)*j.aRow])
 		}
 	}
+}
+
+// oct computes row r (weights wr) against tokens t…t+7.
+func (j *matJob) oct(wr []byte, r, t int) {
+	if j.dot8s != nil {
+		j.dot8s(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows, j.side[4*t:], j.n)
+		return
+	}
+	j.dot8(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
+}
+
+// quad computes row r (weights wr) against tokens t…t+3.
+func (j *matJob) quad(wr []byte, r, t int) {
+	if j.dot4s != nil {
+		j.dot4s(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows, j.side[4*t:], j.n)
+		return
+	}
+	j.dot4(j.cols, wr, j.a[t*j.aRow:], j.aRow, j.out[t*j.rows+r:], j.rows)
 }

@@ -82,8 +82,10 @@ func TestMatMulMatchesMatVec(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 34))
 	p := NewPool(2)
 	defer p.Close()
-	for _, dt := range []DType{F32, F16, Q8_0, Q4_0, Q4_K} {
-		for _, n := range []int{1, 3, matTokBlock + 5} {
+	for _, dt := range []DType{F32, F16, Q8_0, Q4_0, Q4_K, IQ4_NL, MXFP4} {
+		// IQ4_NL and MXFP4: token blocks of 4k + 0…3 tokens through the
+		// 4-token kernels.
+		for _, n := range []int{1, 3, 4, 6, 7, 12, 15, matTokBlock + 5, matTokBlock + 6, 2*matTokBlock + 3} {
 			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
 				const rows = 50
 				cols := max(256, dt.BlockSize())
@@ -97,13 +99,36 @@ func TestMatMulMatchesMatVec(t *testing.T) {
 					for j := range n {
 						MatVec(nil, dt, w, rows, cols, x[j*cols:(j+1)*cols], one, scratch)
 						for i := range rows {
-							if out[j*rows+i] != one[i] {
+							if math.Float32bits(out[j*rows+i]) != math.Float32bits(one[i]) {
 								t.Fatalf("token %d row %d: MatMul %g, MatVec %g", j, i, out[j*rows+i], one[i])
 							}
 						}
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestExpertMatMulTokensAlone checks ExpertMatMul of Q4_K (the 4-token
+// repacked kernel) bit for bit against its products of each token alone.
+func TestExpertMatMulTokensAlone(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 36))
+	const rows, cols = 48, 512
+	w, _ := randMatrix(t, r, Q4_K, rows, cols)
+	for _, n := range []int{4, 6, 7, matTokBlock + 5, matTokBlock + 6} {
+		x := randF32(r, n*cols, 1)
+		out := make([]float32, n*rows)
+		ExpertMatMul(nil, Q4_K, w, rows, cols, x, n, out, make([]byte, MatScratchBytes(Q4_K, cols, n)))
+		one := make([]float32, rows)
+		scratch := make([]byte, MatScratchBytes(Q4_K, cols, 1))
+		for j := range n {
+			ExpertMatMul(nil, Q4_K, w, rows, cols, x[j*cols:(j+1)*cols], 1, one, scratch)
+			for i := range rows {
+				if math.Float32bits(out[j*rows+i]) != math.Float32bits(one[i]) {
+					t.Fatalf("n=%d token %d row %d: %g, alone %g", n, j, i, out[j*rows+i], one[i])
+				}
+			}
 		}
 	}
 }

@@ -98,6 +98,18 @@ func TestIQ4MatchesGGML(t *testing.T) {
 					}
 				}
 			}
+			// MatMul and ExpertMatMul of all the tokens at once (IQ4_NL and
+			// MXFP4: 4 of them by the 4-token kernels, where they run).
+			for _, mul := range []func(*Pool, DType, []byte, int, int, []float32, int, []float32, []byte){MatMul, ExpertMatMul} {
+				for _, p := range []*Pool{nil, NewPool(2)} {
+					out := make([]float32, fx.Tokens*rows)
+					mul(p, typ, q, rows, cols, fx.X[:fx.Tokens*cols], fx.Tokens, out, make([]byte, MatScratchBytes(typ, cols, fx.Tokens)))
+					sameBits(t, fmt.Sprintf("product of %d tokens", fx.Tokens), out, c.ProductN)
+					if p != nil {
+						p.Close()
+					}
+				}
+			}
 		})
 	}
 }

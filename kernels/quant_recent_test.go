@@ -68,35 +68,67 @@ func TestRecentProductsMatchGeneric(t *testing.T) {
 	}
 }
 
-// TestRecentProducts4MatchGeneric checks the 4-token Q4_K kernels lane by
-// lane against the pure-Go one-token products.
+// blockWeights are n weights of typ (IQ4_NL or MXFP4): random nibbles, or
+// all 0xff (index 15 everywhere) when extreme, under random block scales
+// (MXFP4's exponents from 0, subnormal halves, to 2^31, every product
+// finite).
+func blockWeights(rng *rand.Rand, typ DType, n int, extreme bool) []byte {
+	w := make([]byte, typ.RowBytes(n))
+	for i := range w {
+		w[i] = byte(rng.Uint32())
+		if extreme {
+			w[i] = 0xff
+		}
+	}
+	bb := typ.RowBytes(QK)
+	for b := 0; b < len(w); b += bb {
+		if typ == MXFP4 {
+			w[b] = byte(rng.IntN(160))
+		} else {
+			binary.LittleEndian.PutUint16(w[b:], FP32ToFP16(float32(rng.NormFloat64()*0.01)))
+		}
+	}
+	return w
+}
+
+// TestRecentProducts4MatchGeneric checks the 4-token kernels lane by lane
+// against the pure-Go one-token products and the one-token kernels, on
+// random and extreme operands, with activation rows and outputs at several
+// strides.
 func TestRecentProducts4MatchGeneric(t *testing.T) {
 	if vecDotQ4_KRepack4 == nil {
 		t.Skip("no 4-token kernels on this CPU or build")
 	}
 	rng := rand.New(rand.NewPCG(35, 36))
 	for _, c := range []struct {
-		name string
-		got  func(int, []byte, []byte, int, []float32, int)
-		want func(int, []byte, []byte) float32
+		name      string
+		typ, at   DType
+		got       func(int, []byte, []byte, int, []float32, int)
+		want, one func(int, []byte, []byte) float32
+		sizes     []int
+		weights   func(*rand.Rand, DType, int, bool) []byte
 	}{
-		{"repack", vecDotQ4_KRepack4, vecDotQ4_KRepackGeneric},
-		{"gemm", vecDotQ4_KGemm4, vecDotQ4_KGemmGeneric},
+		{"repack", Q4_K, Q8_K, vecDotQ4_KRepack4, vecDotQ4_KRepackGeneric, vecDotQ4_KRepack, []int{QKK, 3 * QKK, 2048}, recentWeights},
+		{"gemm", Q4_K, Q8_K, vecDotQ4_KGemm4, vecDotQ4_KGemmGeneric, vecDotQ4_KGemm, []int{QKK, 3 * QKK, 2048}, recentWeights},
+		{"iq4_nl", IQ4_NL, Q8_0, vecDotIQ4_NLx4, vecDotIQ4_NLGeneric, vecDotIQ4_NL, []int{QK, 3 * QK, 2880}, blockWeights},
+		{"mxfp4", MXFP4, Q8_0, vecDotMXFP4x4, vecDotMXFP4Generic, vecDotMXFP4, []int{QK, 3 * QK, 2880}, blockWeights},
+		{"mxfp4 side", MXFP4, Q8_0, vecDotMXFP4x4Side, vecDotMXFP4Generic, vecDotMXFP4, []int{QK, 3 * QK, 2880}, blockWeights},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			for _, n := range []int{QKK, 3 * QKK, 2048} {
+			for _, n := range c.sizes {
+				ab := c.at.RowBytes(n)
 				for i := range 30 {
-					w := recentWeights(rng, Q4_K, n, i == 0)
-					aRow := Q8_K.RowBytes(n) + 292*(i%3) // rows apart by more than their width too
-					a := make([]byte, 3*aRow+Q8_K.RowBytes(n))
+					w := c.weights(rng, c.typ, n, i == 0)
+					aRow := ab + c.at.RowBytes(c.at.BlockSize())*(i%3) // rows apart by more than their width too
+					a := make([]byte, 3*aRow+ab)
 					for tok := range 4 {
 						x := randomRow(rng, n)
 						if i == 1 {
 							for j := range x {
-								x[j] = float32(1 - 2*((j+tok)%2))
+								x[j] = float32(1 - 2*((j+tok)%2)) // activations at ±127
 							}
 						}
-						QuantizeActivations(Q8_K, x, a[tok*aRow:tok*aRow+Q8_K.RowBytes(n)])
+						QuantizeActivations(c.at, x, a[tok*aRow:tok*aRow+ab])
 					}
 					outRow := 1 + i%5
 					got := make([]float32, 3*outRow+1)
@@ -106,10 +138,134 @@ func TestRecentProducts4MatchGeneric(t *testing.T) {
 						if g := got[tok*outRow]; math.Float32bits(g) != math.Float32bits(want) {
 							t.Fatalf("n=%d case %d token %d: %.9g, pure Go %.9g", n, i, tok, g, want)
 						}
+						if one := c.one(n, w, a[tok*aRow:]); math.Float32bits(one) != math.Float32bits(want) {
+							t.Fatalf("n=%d case %d token %d: one-token kernel %.9g, pure Go %.9g", n, i, tok, one, want)
+						}
 					}
 				}
 			}
 		})
+	}
+}
+
+// vecDotMXFP4x4Side is vecDotMXFP4x4s with the 4 tokens' terms written
+// for it (MatMul writes them once for all rows).
+func vecDotMXFP4x4Side(n int, w, a []byte, aRow int, out []float32, outRow int) {
+	side := make([]byte, sideBytes(MXFP4, n, 4))
+	for tok := range 4 {
+		mxfp4Side(a[tok*aRow:tok*aRow+Q8_0.RowBytes(n)], side, tok, 4)
+	}
+	vecDotMXFP4x4s(n, w, a, aRow, out, outRow, side, 4)
+}
+
+// TestMXFP4Products8MatchGeneric checks the 8-token MXFP4 kernel lane by
+// lane against the pure-Go one-token product.
+func TestMXFP4Products8MatchGeneric(t *testing.T) {
+	if vecDotMXFP4x8s == nil {
+		t.Skip("no 8-token kernel on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(39, 40))
+	for _, n := range []int{QK, 3 * QK, 2880} {
+		ab := Q8_0.RowBytes(n)
+		for i := range 30 {
+			w := blockWeights(rng, MXFP4, n, i == 0)
+			aRow := ab + bytesQ8_0*(i%3)
+			nTok := 8 + i%3 // side terms of more tokens than the 8
+			a := make([]byte, (nTok-1)*aRow+ab)
+			side := make([]byte, sideBytes(MXFP4, n, nTok))
+			for tok := range nTok {
+				x := randomRow(rng, n)
+				if i == 1 {
+					for j := range x {
+						x[j] = float32(1 - 2*((j+tok)%2)) // activations at ±127
+					}
+				}
+				QuantizeActivations(Q8_0, x, a[tok*aRow:tok*aRow+ab])
+				mxfp4Side(a[tok*aRow:tok*aRow+ab], side, tok, nTok)
+			}
+			first := i % (nTok - 7)
+			outRow := 1 + i%5
+			got := make([]float32, 7*outRow+1)
+			vecDotMXFP4x8s(n, w, a[first*aRow:], aRow, got, outRow, side[4*first:], nTok)
+			for tok := range 8 {
+				want := vecDotMXFP4Generic(n, w, a[(first+tok)*aRow:])
+				if g := got[tok*outRow]; math.Float32bits(g) != math.Float32bits(want) {
+					t.Fatalf("n=%d case %d token %d: %.9g, pure Go %.9g", n, i, tok, g, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkProducts4 times the 4-token kernels against 4 calls of the
+// one-token ones over one 2880-wide row (gpt-oss's width; 2816 for Q4_K,
+// 11 super-blocks), ns per 4 tokens.
+func BenchmarkProducts4(b *testing.B) {
+	if vecDotQ4_KRepack4 == nil {
+		b.Skip("no 4-token kernels on this CPU or build")
+	}
+	rng := rand.New(rand.NewPCG(37, 38))
+	for _, c := range []struct {
+		name    string
+		typ, at DType
+		n       int
+		x4      func(int, []byte, []byte, int, []float32, int)
+		one     func(int, []byte, []byte) float32
+		weights func(*rand.Rand, DType, int, bool) []byte
+	}{
+		{"mxfp4", MXFP4, Q8_0, 2880, vecDotMXFP4x4, vecDotMXFP4, blockWeights},
+		{"iq4_nl", IQ4_NL, Q8_0, 2880, vecDotIQ4_NLx4, vecDotIQ4_NL, blockWeights},
+		{"q4_K repack", Q4_K, Q8_K, 11 * QKK, vecDotQ4_KRepack4, vecDotQ4_KRepack, recentWeights},
+	} {
+		w := c.weights(rng, c.typ, c.n, false)
+		if c.typ == MXFP4 {
+			for b := 0; b < len(w); b += bytesMXFP4 {
+				w[b] = byte(118 + rng.IntN(8)) // 2^-10…2^-3: no subnormal products
+			}
+		}
+		aRow := c.at.RowBytes(c.n)
+		a := make([]byte, 4*aRow)
+		for tok := range 4 {
+			QuantizeActivations(c.at, randomRow(rng, c.n), a[tok*aRow:(tok+1)*aRow])
+		}
+		out := make([]float32, 4)
+		b.Run(c.name+"/x4", func(b *testing.B) {
+			for b.Loop() {
+				c.x4(c.n, w, a, aRow, out, 1)
+			}
+		})
+		b.Run(c.name+"/1x4", func(b *testing.B) {
+			for b.Loop() {
+				for tok := range 4 {
+					out[tok] = c.one(c.n, w, a[tok*aRow:])
+				}
+			}
+		})
+		if c.typ == MXFP4 { // the side terms written once, as MatMul does
+			side := make([]byte, sideBytes(MXFP4, c.n, 4))
+			for tok := range 4 {
+				mxfp4Side(a[tok*aRow:(tok+1)*aRow], side, tok, 4)
+			}
+			b.Run(c.name+"/x4s", func(b *testing.B) {
+				for b.Loop() {
+					vecDotMXFP4x4s(c.n, w, a, aRow, out, 1, side, 4)
+				}
+			})
+		}
+		if c.typ == MXFP4 { // 8 tokens, ns per 4 tokens
+			a8 := append(append([]byte(nil), a...), a...)
+			side := make([]byte, sideBytes(MXFP4, c.n, 8))
+			for tok := range 8 {
+				mxfp4Side(a8[tok*aRow:(tok+1)*aRow], side, tok, 8)
+			}
+			out8 := make([]float32, 8)
+			b.Run(c.name+"/x8s", func(b *testing.B) {
+				for b.Loop() {
+					vecDotMXFP4x8s(c.n, w, a8, aRow, out8, 1, side, 8)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/4tok")
+			})
+		}
 	}
 }
 
