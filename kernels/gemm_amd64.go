@@ -25,7 +25,7 @@ func init() {
 	f16 := &gemmFormat{blockSize: 32, gemv: gemvF16h, gemvTiles: gemvF16, gemm: gemmF16x1x3, tileR: 1, tileT: 3}
 	q4 := &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
 		group: gemmQ4_0x4x8, groupR: 4, layout: q4Groups8}
-	q8 := &gemmFormat{blockSize: QK, gemv: gemvQ8_0,
+	q8 := &gemmFormat{blockSize: QK, gemv: gemvQ8_0, gemv2: gemvQ8_0x2,
 		group: gemmQ8_0x1x8, groupR: 1, layout: q8Groups8}
 	q4k := &gemmFormat{blockSize: QKK, gemv: gemvQ4_K}
 	q6k := &gemmFormat{blockSize: QKK, gemv: gemvQ6_K}
@@ -41,7 +41,7 @@ func init() {
 		// 2 to 8 tokens (batched decode): groups of 8 (gemm_vnni8).
 		q4.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
 			group: gemmQ4_0Vx4x8, groupR: 4, layout: q4Groups8}
-		q8.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ8_0,
+		q8.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ8_0, gemv2: gemvQ8_0x2,
 			group: gemmQ8_0Vx1x8, groupR: 1, layout: q8Pairs8}
 		q4k.narrow = &gemmFormat{blockSize: QKK, gemv: gemvQ4_K,
 			group: gemmQ4_KVx1x8, groupR: 1, layout: q4kGroups8}
@@ -87,6 +87,9 @@ func quantRowQ8_KAVX2(x *float32, nb int, dst *byte)
 
 //go:noescape
 func gemvQ8_0(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
+
+//go:noescape
+func gemvQ8_0x2(nb int, w0, w1 *byte, wStride int, a *byte, out0, out1 *float32, rows int)
 
 //go:noescape
 func gemmQ8_0x1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)

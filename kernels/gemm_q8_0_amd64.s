@@ -83,6 +83,76 @@ block:
 	VZEROUPPER
 	RET
 
+// Q8_ISUM turns one weight block's quants (at m+2)
+// against the activations Ya into the 8 int32 lane sums as floats in Yu,
+// with Yones the int16 ones; clobbers Yt.
+#define Q8_ISUM(m, Ya, Yones, Yt, Yu) \
+	VMOVDQU    2+m, Yu; \
+	VPSIGNB    Yu, Ya, Yt; \
+	VPABSB     Yu, Yu; \
+	VPMADDUBSW Yt, Yu, Yu; \
+	VPMADDWD   Yones, Yu, Yu; \
+	VCVTDQ2PS  Yu, Yu
+
+// func gemvQ8_0x2(nb int, w0, w1 *byte, wStride int, a *byte, out0, out1 *float32, rows int)
+//
+// Two streams of rows: out0[r] for the rows at w0 + r·wStride and out1[r]
+// for those at w1 + r·wStride, r < rows. Each row keeps its own 8-lane
+// accumulator (Y0, Y1) and rounds exactly as gemvQ8_0's; the two chains of
+// fused multiply-adds run side by side, and each activation block and its
+// scale is loaded once for both rows.
+TEXT ·gemvQ8_0x2(SB), NOSPLIT, $0-64
+	VMOVDQU gemmOnes16<>(SB), Y15
+	MOVQ    nb+0(FP), R12
+	IMULQ   $34, R12           // offset of the scales
+	MOVQ    w0+8(FP), R14
+	MOVQ    w1+16(FP), R11
+	MOVQ    out0+40(FP), R13
+	MOVQ    out1+48(FP), R8
+	MOVQ    rows+56(FP), BX
+
+pairrow:
+	MOVQ   R14, SI
+	MOVQ   R11, R9
+	MOVQ   a+32(FP), DI
+	LEAQ   (DI)(R12*1), R10
+	MOVQ   nb+0(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+pairblock:
+	VMOVDQU      2(DI), Y8
+	VBROADCASTSS 0(R10), Y9
+	Q8_ISUM(0(SI), Y8, Y15, Y10, Y11)
+	Q8_ISUM(0(R9), Y8, Y15, Y12, Y13)
+	VPBROADCASTW 0(SI), X10
+	VPBROADCASTW 0(R9), X12
+	VCVTPH2PS    X10, Y10
+	VCVTPH2PS    X12, Y12
+	VMULPS       Y9, Y10, Y10
+	VMULPS       Y9, Y12, Y12
+	VFMADD231PS  Y11, Y10, Y0
+	VFMADD231PS  Y13, Y12, Y1
+	ADDQ         $34, SI
+	ADDQ         $34, R9
+	ADDQ         $34, DI
+	ADDQ         $8, R10
+	DECQ         CX
+	JNZ          pairblock
+
+	HSUM8(Y0, X0, X8)
+	HSUM8(Y1, X1, X9)
+	VMOVSS X0, 0(R13)
+	VMOVSS X1, 0(R8)
+	ADDQ   $4, R13
+	ADDQ   $4, R8
+	ADDQ   wStride+24(FP), R14
+	ADDQ   wStride+24(FP), R11
+	DECQ   BX
+	JNZ    pairrow
+	VZEROUPPER
+	RET
+
 // The token-group kernel takes the activations of 8 tokens packed per block
 // (gemm.go), 288 bytes a block: for each 4-byte lane m of the block a
 // 32-byte slot holding that lane's quants of the 8 tokens, then the tokens'

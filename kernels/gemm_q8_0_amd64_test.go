@@ -1,0 +1,90 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// cpuLoop runs body as b.Loop does and also reports its thread CPU time per
+// op and the MB/s on that time, which a machine shared with other jobs
+// disturbs less than the clock's.
+func cpuLoop(b *testing.B, bytes int64, body func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.SetBytes(bytes)
+	c0, n := threadCPU(), 0
+	for b.Loop() {
+		body()
+		n++
+	}
+	ns := float64(threadCPU()-c0) / float64(n)
+	b.ReportMetric(ns, "cpu-ns/op")
+	b.ReportMetric(float64(bytes)/ns*1e3, "cpu-MB/s")
+}
+
+// q8Gemv2Variants are the Q8_0 two-stream kernels to compare with the
+// one-row gemvQ8_0 (nil).
+var q8Gemv2Variants = []struct {
+	name string
+	g2   gemv2Kernel
+}{{"gemv", nil}, {"avx2x2", gemvQ8_0x2}}
+
+// BenchmarkDecodeQ8_0 times MatMul of one token through a Q8_0 matrix of
+// 2880 columns (gpt-oss's output projection) on one thread, in cache (1024
+// rows) and from memory (201088 rows, 615 MB), with the one-row gemv
+// kernel alone and with each two-stream kernel.
+func BenchmarkDecodeQ8_0(b *testing.B) {
+	f := gemmFormats[Q8_0]
+	if f == nil {
+		b.Skip("no Q8_0 kernels")
+	}
+	const cols = 2880
+	saved := f.gemv2
+	defer func() { f.gemv2 = saved }()
+	for _, rows := range []int{1024, 201088} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		w := benchFill(Q8_0, rows, cols)
+		x := randomRow(rng, cols)
+		out := make([]float32, rows)
+		scratch := make([]byte, MatScratchBytes(Q8_0, cols, 1))
+		for _, k := range q8Gemv2Variants {
+			if k.name != "gemv" && k.g2 == nil {
+				continue
+			}
+			b.Run(fmt.Sprintf("rows=%d/%s", rows, k.name), func(b *testing.B) {
+				f.gemv2 = k.g2
+				cpuLoop(b, int64(len(w)), func() {
+					MatMul(nil, Q8_0, w, rows, cols, x, 1, out, scratch)
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkGemvQ8_0Variants times the Q8_0 gemv kernels alone on a matrix
+// in cache (compute speed).
+func BenchmarkGemvQ8_0Variants(b *testing.B) {
+	r := rand.New(rand.NewPCG(45, 46))
+	const rows, cols = 48, 2048
+	w, ws, a, _ := gemmOperands(r, Q8_0, rows, cols, 0, 1, 0)
+	out := make([]float32, rows)
+	nb, h := cols/QK, rows/2
+	for _, k := range q8Gemv2Variants {
+		b.Run(k.name, func(b *testing.B) {
+			switch {
+			case k.name == "gemv":
+				cpuLoop(b, int64(len(w)), func() {
+					gemvQ8_0(nb, &w[0], ws, &a[0], &out[0], rows)
+				})
+			case k.g2 != nil:
+				cpuLoop(b, int64(len(w)), func() {
+					k.g2(nb, &w[0], &w[h*ws], ws, &a[0], &out[0], &out[h], h)
+				})
+			}
+		})
+	}
+}
