@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -31,7 +32,44 @@ func cpuLoop(b *testing.B, bytes int64, body func()) {
 var q8Gemv2Variants = []struct {
 	name string
 	g2   gemv2Kernel
-}{{"gemv", nil}, {"avx2x2", gemvQ8_0x2}}
+}{{"gemv", nil}, {"avx2x2", gemvQ8_0x2}, {"vnnix2", vnniQ8Gemv2()}}
+
+func vnniQ8Gemv2() gemv2Kernel {
+	if !vnni {
+		return nil
+	}
+	return gemvQ8_0Vx2
+}
+
+// TestGemvQ8_0Vx2EveryScale checks the VNNI two-stream kernel against
+// gemvQ8_0 bit for bit with weight scales of every half value (subnormal,
+// infinite, NaN too) and quants of the whole int8 range.
+func TestGemvQ8_0Vx2EveryScale(t *testing.T) {
+	if !vnni {
+		t.Skip("no AVX-512 VNNI")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	const nb, rows = 4, 1 << 14 // 4 scales a row: all 65536 halves
+	rb := nb * 34
+	w := make([]byte, 2*rows*rb)
+	for i := range w {
+		w[i] = byte(r.Uint32())
+	}
+	for i := range 2 * rows * nb {
+		h := uint16(i % (1 << 16))
+		w[i*34], w[i*34+1] = byte(h), byte(h>>8)
+	}
+	_, _, a, _ := gemmOperands(r, Q8_0, 1, nb*QK, 0, 1, 0)
+	want := make([]float32, 2*rows)
+	gemvQ8_0(nb, &w[0], rb, &a[0], &want[0], 2*rows)
+	got := make([]float32, 2*rows)
+	gemvQ8_0Vx2(nb, &w[0], &w[rows*rb], rb, &a[0], &got[0], &got[rows], rows)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("row %d: %x, gemvQ8_0 %x", i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+		}
+	}
+}
 
 // BenchmarkDecodeQ8_0 times MatMul of one token through a Q8_0 matrix of
 // 2880 columns (gpt-oss's output projection) on one thread, in cache (1024
@@ -74,13 +112,15 @@ func BenchmarkGemvQ8_0Variants(b *testing.B) {
 	out := make([]float32, rows)
 	nb, h := cols/QK, rows/2
 	for _, k := range q8Gemv2Variants {
+		if k.name != "gemv" && k.g2 == nil {
+			continue
+		}
 		b.Run(k.name, func(b *testing.B) {
-			switch {
-			case k.name == "gemv":
+			if k.g2 == nil {
 				cpuLoop(b, int64(len(w)), func() {
 					gemvQ8_0(nb, &w[0], ws, &a[0], &out[0], rows)
 				})
-			case k.g2 != nil:
+			} else {
 				cpuLoop(b, int64(len(w)), func() {
 					k.g2(nb, &w[0], &w[h*ws], ws, &a[0], &out[0], &out[h], h)
 				})
