@@ -121,6 +121,11 @@ pairrow:
 	VXORPS Y1, Y1, Y1
 
 pairblock:
+	// 2 KB ahead in both streams: from memory (a 615 MB matrix, one
+	// thread) the VNNI kernel measured 1.5 times as fast with this as with
+	// the hardware prefetchers alone (1 to 4 KB measured alike).
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(DI), Y8
 	VBROADCASTSS 0(R10), Y9
 	Q8_ISUM(0(SI), Y8, Y15, Y10, Y11)
@@ -193,6 +198,9 @@ vpairrow:
 	VXORPS Y1, Y1, Y1
 
 vpairblock:
+	// 2 KB ahead in both streams, as in gemvQ8_0x2.
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(DI), Y8
 	VBROADCASTSS 0(R10), Y9
 	// Y7 = -128·(lane sums of a): the starting value of both rows' sums.

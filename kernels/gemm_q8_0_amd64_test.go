@@ -128,3 +128,31 @@ func BenchmarkGemvQ8_0Variants(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemvQ8_0VariantsDRAM times the Q8_0 gemv kernels alone on a
+// matrix from memory: gpt-oss's 201088x2880 output projection (615 MB),
+// the two-stream kernels on its two halves as the decode runs them.
+func BenchmarkGemvQ8_0VariantsDRAM(b *testing.B) {
+	const rows, cols = 201088, 2880
+	w := benchFill(Q8_0, rows, cols)
+	ws := Q8_0.RowBytes(cols)
+	_, _, a, _ := gemmOperands(rand.New(rand.NewPCG(1, 2)), Q8_0, 1, cols, 0, 1, 0)
+	out := make([]float32, rows)
+	nb, h := cols/QK, rows/2
+	for _, k := range q8Gemv2Variants {
+		if k.name != "gemv" && k.g2 == nil {
+			continue
+		}
+		b.Run(k.name, func(b *testing.B) {
+			if k.g2 == nil {
+				cpuLoop(b, int64(len(w)), func() {
+					gemvQ8_0(nb, &w[0], ws, &a[0], &out[0], rows)
+				})
+			} else {
+				cpuLoop(b, int64(len(w)), func() {
+					k.g2(nb, &w[0], &w[h*ws], ws, &a[0], &out[0], &out[h], h)
+				})
+			}
+		})
+	}
+}
