@@ -25,7 +25,7 @@ func init() {
 	f16 := &gemmFormat{blockSize: 32, gemv: gemvF16h, gemvTiles: gemvF16, gemm: gemmF16x1x3, tileR: 1, tileT: 3}
 	q4 := &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
 		group: gemmQ4_0x4x8, groupR: 4, layout: q4Groups8}
-	q8 := &gemmFormat{blockSize: QK, gemv: gemvQ8_0,
+	q8 := &gemmFormat{blockSize: QK, gemv: gemvQ8_0, gemv2: gemvQ8_0x2,
 		group: gemmQ8_0x1x8, groupR: 1, layout: q8Groups8}
 	q4k := &gemmFormat{blockSize: QKK, gemv: gemvQ4_K}
 	q6k := &gemmFormat{blockSize: QKK, gemv: gemvQ6_K}
@@ -34,14 +34,20 @@ func init() {
 		f16.group1, f16.groupTile1, f16.layout = gemmF16Zx1x2, gemmF16Zx1x6, f16Groups2
 	}
 	if vnni {
+		f16Floats = new([1 << 16]float32)
+		halves := make([]uint16, 1<<16)
+		for i := range halves {
+			halves[i] = uint16(i)
+		}
+		fp16ToFP32Row(halves, f16Floats[:])
 		q4.group, q4.layout = gemmQ4_0Vx4x16, q4Groups16
-		q8.group, q8.layout = gemmQ8_0Vx1x16, q8Groups16
+		q8.gemv2, q8.group, q8.layout = gemvQ8_0Vx2, gemmQ8_0Vx1x16, q8Groups16
 		q4k.group, q4k.groupR, q4k.layout = gemmQ4_KVx1x16, 1, q4kGroups16
 		q6k.group, q6k.groupR, q6k.layout = gemmQ6_KVx1x16, 1, q4kGroups16
 		// 2 to 8 tokens (batched decode): groups of 8 (gemm_vnni8).
 		q4.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ4_0, gemv2: gemvQ4_0x2,
 			group: gemmQ4_0Vx4x8, groupR: 4, layout: q4Groups8}
-		q8.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ8_0,
+		q8.narrow = &gemmFormat{blockSize: QK, gemv: gemvQ8_0, gemv2: gemvQ8_0Vx2,
 			group: gemmQ8_0Vx1x8, groupR: 1, layout: q8Pairs8}
 		q4k.narrow = &gemmFormat{blockSize: QKK, gemv: gemvQ4_K,
 			group: gemmQ4_KVx1x8, groupR: 1, layout: q4kGroups8}
@@ -51,6 +57,12 @@ func init() {
 	gemmFormats[F16], gemmFormats[Q4_0], gemmFormats[Q8_0] = f16, q4, q8
 	gemmFormats[Q4_K], gemmFormats[Q6_K] = q4k, q6k
 }
+
+// f16Floats, where the AVX-512 VNNI kernels run, is the float of every
+// half, as VCVTPH2PS converts it (fp16ToFP32Row): 256 KB, from which
+// gemvQ8_0Vx2 reads the weight scales with two loads instead of converting
+// them (a shuffle and a conversion, on the ports its products need).
+var f16Floats *[1 << 16]float32
 
 // quantRowQ8_0Act is quantRowQ8_0ActGeneric, in assembly where it runs.
 func quantRowQ8_0Act(x []float32, dst, side []byte) {
@@ -87,6 +99,12 @@ func quantRowQ8_KAVX2(x *float32, nb int, dst *byte)
 
 //go:noescape
 func gemvQ8_0(nb int, w *byte, wStride int, a *byte, out *float32, rows int)
+
+//go:noescape
+func gemvQ8_0x2(nb int, w0, w1 *byte, wStride int, a *byte, out0, out1 *float32, rows int)
+
+//go:noescape
+func gemvQ8_0Vx2(nb int, w0, w1 *byte, wStride int, a *byte, out0, out1 *float32, rows int)
 
 //go:noescape
 func gemmQ8_0x1x8(nb int, w *byte, wStride int, a *byte, out *float32, outStride int, nt int)
