@@ -11,6 +11,9 @@ import "fmt"
 func vecDotMXFP4Rows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
 
 //go:noescape
+func vecDotMXFP4Rows4VNNI(nb int, w *byte, wStride int, a *byte, out *float32)
+
+//go:noescape
 func vecDotIQ4_NLRows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
 
 // vecDotRows4Of is VecDot of t for 4 rows by one token (the rows at w,
@@ -22,6 +25,9 @@ func vecDotRows4Of(t DType) func(n int, w []byte, wRow int, a []byte, out []floa
 	}
 	switch t {
 	case MXFP4:
+		if vnni {
+			return vecDotMXFP4Rows4V
+		}
 		return vecDotMXFP4Rows4
 	case IQ4_NL:
 		return vecDotIQ4_NLRows4
@@ -32,6 +38,11 @@ func vecDotRows4Of(t DType) func(n int, w []byte, wRow int, a []byte, out []floa
 func vecDotMXFP4Rows4(n int, w []byte, wRow int, a []byte, out []float32) {
 	checkDotRows4(MXFP4, n, w, wRow, a, out)
 	vecDotMXFP4Rows4AVX2(n/QK, &w[0], wRow, &a[0], &out[0])
+}
+
+func vecDotMXFP4Rows4V(n int, w []byte, wRow int, a []byte, out []float32) {
+	checkDotRows4(MXFP4, n, w, wRow, a, out)
+	vecDotMXFP4Rows4VNNI(n/QK, &w[0], wRow, &a[0], &out[0])
 }
 
 func vecDotIQ4_NLRows4(n int, w []byte, wRow int, a []byte, out []float32) {

@@ -14,6 +14,10 @@
 
 // ROWS4 runs the four rows' blocks against the activations at DI.
 #define ROWS4(off) \
+	PREFETCHT0 1024(SI); \
+	PREFETCHT0 1024(R9); \
+	PREFETCHT0 1024(R10); \
+	PREFETCHT0 1024(R11); \
 	VMOVDQU 2(DI), Y12; \
 	TABLEROW(off(SI), X5, Y5, Y12, X3, Y3); \
 	TABLEROW(off(R9), X6, Y6, Y12, X3, Y3); \
@@ -101,6 +105,79 @@ nlrows:
 	ADDQ         $34, DI
 	DECQ         CX
 	JNZ          nlrows
+
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, 0(AX)
+	VZEROUPPER
+	RET
+
+// ROWV sets Yacc to one row's 8 int32 lane sums of the block (nibbles at
+// m) against the activations Y12, with AVX-512 VNNI: the weights looked
+// up offset by 12 (Y13: fp4Values12), all ≥ 0, so VPDPBUSD takes them
+// unsigned, from Y10 = −12·(the lane's activation sum): exact, the same
+// lane sums as TABLEROW's. Clobbers X3, Y4.
+#define ROWV(m, Yacc) \
+	NIBBLES4X(m, X4, Y4, X3, Y14); \
+	VPSHUFB  Y4, Y13, Y4; \
+	VMOVDQA  Y10, Yacc; \
+	VPDPBUSD Y12, Y4, Yacc
+
+// func vecDotMXFP4Rows4VNNI(nb int, w *byte, wStride int, a *byte, out *float32)
+TEXT ·vecDotMXFP4Rows4VNNI(SB), NOSPLIT, $0-40
+	MOVQ           nb+0(FP), CX
+	MOVQ           w+8(FP), SI
+	MOVQ           wStride+16(FP), AX
+	LEAQ           (SI)(AX*1), R9
+	LEAQ           (R9)(AX*1), R10
+	LEAQ           (R10)(AX*1), R11
+	MOVQ           a+24(FP), DI
+	LEAQ           ·e8m0Halves(SB), R8
+	VXORPS         X0, X0, X0
+	MOVL           $0x0f0f0f0f, AX
+	VMOVD          AX, X14
+	VPBROADCASTD   X14, Y14
+	MOVL           $0x0c0c0c0c, AX
+	VMOVD          AX, X15
+	VPBROADCASTD   X15, Y15
+	VBROADCASTI128 ·fp4Values12(SB), Y13
+
+mxvrows:
+	PREFETCHT0   1024(SI)
+	PREFETCHT0   1024(R9)
+	PREFETCHT0   1024(R10)
+	PREFETCHT0   1024(R11)
+	MOVWLZX      0(DI), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, X2
+	MOVBLZX      0(SI), AX
+	VMOVSS       (R8)(AX*4), X1
+	MOVBLZX      0(R9), AX
+	VINSERTPS    $0x10, (R8)(AX*4), X1, X1
+	MOVBLZX      0(R10), AX
+	VINSERTPS    $0x20, (R8)(AX*4), X1, X1
+	MOVBLZX      0(R11), AX
+	VINSERTPS    $0x30, (R8)(AX*4), X1, X1
+	VMULPS       X2, X1, X1
+	VMOVDQU      2(DI), Y12
+	VPXOR        Y11, Y11, Y11
+	VPDPBUSD     Y12, Y15, Y11
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y11, Y10, Y10
+	ROWV(1(SI), Y5)
+	ROWV(1(R9), Y6)
+	ROWV(1(R10), Y7)
+	ROWV(1(R11), Y8)
+	REDUCEROWS
+	VCVTDQ2PS    X5, X5
+	VFMADD231PS  X1, X5, X0
+	ADDQ         $17, SI
+	ADDQ         $17, R9
+	ADDQ         $17, R10
+	ADDQ         $17, R11
+	ADDQ         $34, DI
+	DECQ         CX
+	JNZ          mxvrows
 
 	MOVQ    out+32(FP), AX
 	VMOVUPS X0, 0(AX)
