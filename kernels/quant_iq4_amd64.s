@@ -140,6 +140,21 @@ mxloop:
 	VPMADDWD     Y5, Y2, Y2; \
 	VPADDD       Y2, Y4, Y4
 
+// XS_SUPERBLOCK sets Y4 to the int32 lanes of the super-block at SI
+// against the activations at DI: its 8 sub-blocks' pair sums times their
+// scales. Clobbers AX, BX, DX, Y2, Y3, Y5.
+#define XS_SUPERBLOCK \
+	VPXOR   Y4, Y4, Y4; \
+	MOVWLZX 2(SI), DX; \
+	XS_SUB(4, 0, 0, 8, 4); \
+	XS_SUB(4, 4, 2, 24, 36); \
+	XS_SUB(5, 0, 4, 40, 68); \
+	XS_SUB(5, 4, 6, 56, 100); \
+	XS_SUB(6, 0, 8, 72, 132); \
+	XS_SUB(6, 4, 10, 88, 164); \
+	XS_SUB(7, 0, 12, 104, 196); \
+	XS_SUB(7, 4, 14, 120, 228)
+
 // func vecDotIQ4_XSAVX2(nb int, w, a *byte) float32
 TEXT ·vecDotIQ4_XSAVX2(SB), NOSPLIT, $0-28
 	MOVQ   nb+0(FP), CX
@@ -149,16 +164,7 @@ TEXT ·vecDotIQ4_XSAVX2(SB), NOSPLIT, $0-28
 	SETUP(·iq4nlValues(SB))
 
 xsloop:
-	VPXOR   Y4, Y4, Y4
-	MOVWLZX 2(SI), DX
-	XS_SUB(4, 0, 0, 8, 4)
-	XS_SUB(4, 4, 2, 24, 36)
-	XS_SUB(5, 0, 4, 40, 68)
-	XS_SUB(5, 4, 6, 56, 100)
-	XS_SUB(6, 0, 8, 72, 132)
-	XS_SUB(6, 4, 10, 88, 164)
-	XS_SUB(7, 0, 12, 104, 196)
-	XS_SUB(7, 4, 14, 120, 228)
+	XS_SUPERBLOCK
 
 	// d = f16(dw)·da (Q8_K's scale is a float32)
 	MOVWLZX      0(SI), AX
@@ -196,16 +202,7 @@ TEXT ·vecDotIQ4_XSPanelAVX2(SB), NOSPLIT, $0-28
 	SETUP(·iq4nlValues(SB))
 
 panelloop:
-	VPXOR   Y4, Y4, Y4
-	MOVWLZX 2(SI), DX
-	XS_SUB(4, 0, 0, 8, 4)
-	XS_SUB(4, 4, 2, 24, 36)
-	XS_SUB(5, 0, 4, 40, 68)
-	XS_SUB(5, 4, 6, 56, 100)
-	XS_SUB(6, 0, 8, 72, 132)
-	XS_SUB(6, 4, 10, 88, 164)
-	XS_SUB(7, 0, 12, 104, 196)
-	XS_SUB(7, 4, 14, 120, 228)
+	XS_SUPERBLOCK
 
 	MOVWLZX     0(SI), AX
 	VMOVD       AX, X1

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "q4k_amd64.h"
 
 // The 4-token Q4_K products of quant_recent4_amd64.s for 8 tokens, with
 // AVX-512 VNNI (VL, BW): the row's nibbles, scales and mins are unpacked
@@ -104,29 +105,7 @@
 // to dmin·dy of the 8 tokens, X3 to the min words, and Y8, Y9 for the
 // steps.
 #define HEAD8 \
-	MOVL         4(SI), AX; \
-	MOVL         8(SI), BX; \
-	MOVL         12(SI), DX; \
-	MOVL         AX, R8; \
-	ANDL         $0x3f3f3f3f, R8; \
-	MOVL         BX, R9; \
-	ANDL         $0x3f3f3f3f, R9; \
-	MOVL         DX, R10; \
-	ANDL         $0x0f0f0f0f, R10; \
-	SHRL         $6, AX; \
-	ANDL         $0x03030303, AX; \
-	SHLL         $4, AX; \
-	ORL          AX, R10; \
-	SHRL         $4, DX; \
-	ANDL         $0x0f0f0f0f, DX; \
-	SHRL         $6, BX; \
-	ANDL         $0x03030303, BX; \
-	SHLL         $4, BX; \
-	ORL          BX, DX; \
-	SHLQ         $32, R10; \
-	ORQ          R10, R8; \
-	SHLQ         $32, DX; \
-	ORQ          DX, R9; \
+	Q4K_SCALES; \
 	MOVL         0(SI), AX; \
 	VMOVD        AX, X1; \
 	VCVTPH2PS    X1, X1; \

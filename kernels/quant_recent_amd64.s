@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "q4k_amd64.h"
 
 // The Q4_K products of recent ggml's repacked kernels (quant_recent.go).
 // The integer work is vecDotQ4_KAVX2's; only where the integers become
@@ -37,29 +38,7 @@
 // min sums (m_2k·(bsum_4k + bsum_4k+1) + m_2k+1·(bsum_4k+2 + bsum_4k+3)), and
 // X1 to d·dy in lane 0 and dmin·dy in lane 1.
 #define SUPERBLOCK \
-	MOVL         4(SI), AX; \
-	MOVL         8(SI), BX; \
-	MOVL         12(SI), DX; \
-	MOVL         AX, R8; \
-	ANDL         $0x3f3f3f3f, R8; \
-	MOVL         BX, R9; \
-	ANDL         $0x3f3f3f3f, R9; \
-	MOVL         DX, R10; \
-	ANDL         $0x0f0f0f0f, R10; \
-	SHRL         $6, AX; \
-	ANDL         $0x03030303, AX; \
-	SHLL         $4, AX; \
-	ORL          AX, R10; \
-	SHRL         $4, DX; \
-	ANDL         $0x0f0f0f0f, DX; \
-	SHRL         $6, BX; \
-	ANDL         $0x03030303, BX; \
-	SHLL         $4, BX; \
-	ORL          BX, DX; \
-	SHLQ         $32, R10; \
-	ORQ          R10, R8; \
-	SHLQ         $32, DX; \
-	ORQ          DX, R9; \
+	Q4K_SCALES; \
 	VMOVQ        R9, X10; \
 	VPMOVZXBW    X10, X10; \
 	VMOVDQU      260(DI), X11; \

@@ -27,57 +27,71 @@
 	VCVTDQ2PS   X5, X5; \
 	VFMADD231PS X1, X5, X0
 
+// MXDWDA sets X1 to dw·da of the 4 rows' MXFP4 blocks at SI, R9, R10, R11
+// (dw = 2^(e−128) from the table at R8) against the Q8_0 block at DI, each
+// the one-token kernel's product. Clobbers AX, BX, X2.
+#define MXDWDA \
+	MOVWLZX      0(DI), BX; \
+	VMOVD        BX, X2; \
+	VCVTPH2PS    X2, X2; \
+	VBROADCASTSS X2, X2; \
+	MOVBLZX      0(SI), AX; \
+	VMOVSS       (R8)(AX*4), X1; \
+	MOVBLZX      0(R9), AX; \
+	VINSERTPS    $0x10, (R8)(AX*4), X1, X1; \
+	MOVBLZX      0(R10), AX; \
+	VINSERTPS    $0x20, (R8)(AX*4), X1, X1; \
+	MOVBLZX      0(R11), AX; \
+	VINSERTPS    $0x30, (R8)(AX*4), X1, X1; \
+	VMULPS       X2, X1, X1
+
+// NEXT4ROWS moves the 4 rows on by one block of bsize bytes and the
+// activations by one Q8_0 block, and counts the blocks down.
+#define NEXT4ROWS(bsize) \
+	ADDQ $bsize, SI; \
+	ADDQ $bsize, R9; \
+	ADDQ $bsize, R10; \
+	ADDQ $bsize, R11; \
+	ADDQ $34, DI; \
+	DECQ CX
+
+// STORE4ROWS writes the 4 rows' sums X0 to out.
+#define STORE4ROWS \
+	MOVQ    out+32(FP), AX; \
+	VMOVUPS X0, 0(AX); \
+	VZEROUPPER; \
+	RET
+
+// ROWPTRS loads nb into CX, the 4 rows into SI, R9, R10, R11 and the
+// activations into DI.
+#define ROWPTRS \
+	MOVQ   nb+0(FP), CX; \
+	MOVQ   w+8(FP), SI; \
+	MOVQ   wStride+16(FP), AX; \
+	LEAQ   (SI)(AX*1), R9; \
+	LEAQ   (R9)(AX*1), R10; \
+	LEAQ   (R10)(AX*1), R11; \
+	MOVQ   a+24(FP), DI
+
 // func vecDotMXFP4Rows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
 TEXT ·vecDotMXFP4Rows4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   nb+0(FP), CX
-	MOVQ   w+8(FP), SI
-	MOVQ   wStride+16(FP), AX
-	LEAQ   (SI)(AX*1), R9
-	LEAQ   (R9)(AX*1), R10
-	LEAQ   (R10)(AX*1), R11
-	MOVQ   a+24(FP), DI
+	ROWPTRS
 	LEAQ   ·e8m0Halves(SB), R8
 	VXORPS X0, X0, X0
 	TABLESETUP(·fp4Values(SB))
 
 mxrows:
 	// dw·da of the 4 rows, dw = 2^(e−128) from the table
-	MOVWLZX      0(DI), BX
-	VMOVD        BX, X2
-	VCVTPH2PS    X2, X2
-	VBROADCASTSS X2, X2
-	MOVBLZX      0(SI), AX
-	VMOVSS       (R8)(AX*4), X1
-	MOVBLZX      0(R9), AX
-	VINSERTPS    $0x10, (R8)(AX*4), X1, X1
-	MOVBLZX      0(R10), AX
-	VINSERTPS    $0x20, (R8)(AX*4), X1, X1
-	MOVBLZX      0(R11), AX
-	VINSERTPS    $0x30, (R8)(AX*4), X1, X1
-	VMULPS       X2, X1, X1
+	MXDWDA
 	ROWS4(1)
-	ADDQ         $17, SI
-	ADDQ         $17, R9
-	ADDQ         $17, R10
-	ADDQ         $17, R11
-	ADDQ         $34, DI
-	DECQ         CX
+	NEXT4ROWS(17)
 	JNZ          mxrows
 
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, 0(AX)
-	VZEROUPPER
-	RET
+	STORE4ROWS
 
 // func vecDotIQ4_NLRows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
 TEXT ·vecDotIQ4_NLRows4AVX2(SB), NOSPLIT, $0-40
-	MOVQ   nb+0(FP), CX
-	MOVQ   w+8(FP), SI
-	MOVQ   wStride+16(FP), AX
-	LEAQ   (SI)(AX*1), R9
-	LEAQ   (R9)(AX*1), R10
-	LEAQ   (R10)(AX*1), R11
-	MOVQ   a+24(FP), DI
+	ROWPTRS
 	VXORPS X0, X0, X0
 	TABLESETUP(·iq4nlValues(SB))
 
@@ -98,18 +112,10 @@ nlrows:
 	VCVTPH2PS    X1, X1
 	VMULPS       X2, X1, X1
 	ROWS4(2)
-	ADDQ         $18, SI
-	ADDQ         $18, R9
-	ADDQ         $18, R10
-	ADDQ         $18, R11
-	ADDQ         $34, DI
-	DECQ         CX
+	NEXT4ROWS(18)
 	JNZ          nlrows
 
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, 0(AX)
-	VZEROUPPER
-	RET
+	STORE4ROWS
 
 // ROWV sets Yacc to one row's 8 int32 lane sums of the block (nibbles at
 // m) against the activations Y12, with AVX-512 VNNI: the weights looked
@@ -124,13 +130,7 @@ nlrows:
 
 // func vecDotMXFP4Rows4VNNI(nb int, w *byte, wStride int, a *byte, out *float32)
 TEXT ·vecDotMXFP4Rows4VNNI(SB), NOSPLIT, $0-40
-	MOVQ           nb+0(FP), CX
-	MOVQ           w+8(FP), SI
-	MOVQ           wStride+16(FP), AX
-	LEAQ           (SI)(AX*1), R9
-	LEAQ           (R9)(AX*1), R10
-	LEAQ           (R10)(AX*1), R11
-	MOVQ           a+24(FP), DI
+	ROWPTRS
 	LEAQ           ·e8m0Halves(SB), R8
 	VXORPS         X0, X0, X0
 	MOVL           $0x0f0f0f0f, AX
@@ -146,19 +146,7 @@ mxvrows:
 	PREFETCHT0   1024(R9)
 	PREFETCHT0   1024(R10)
 	PREFETCHT0   1024(R11)
-	MOVWLZX      0(DI), BX
-	VMOVD        BX, X2
-	VCVTPH2PS    X2, X2
-	VBROADCASTSS X2, X2
-	MOVBLZX      0(SI), AX
-	VMOVSS       (R8)(AX*4), X1
-	MOVBLZX      0(R9), AX
-	VINSERTPS    $0x10, (R8)(AX*4), X1, X1
-	MOVBLZX      0(R10), AX
-	VINSERTPS    $0x20, (R8)(AX*4), X1, X1
-	MOVBLZX      0(R11), AX
-	VINSERTPS    $0x30, (R8)(AX*4), X1, X1
-	VMULPS       X2, X1, X1
+	MXDWDA
 	VMOVDQU      2(DI), Y12
 	VPXOR        Y11, Y11, Y11
 	VPDPBUSD     Y12, Y15, Y11
@@ -171,15 +159,7 @@ mxvrows:
 	REDUCEROWS
 	VCVTDQ2PS    X5, X5
 	VFMADD231PS  X1, X5, X0
-	ADDQ         $17, SI
-	ADDQ         $17, R9
-	ADDQ         $17, R10
-	ADDQ         $17, R11
-	ADDQ         $34, DI
-	DECQ         CX
+	NEXT4ROWS(17)
 	JNZ          mxvrows
 
-	MOVQ    out+32(FP), AX
-	VMOVUPS X0, 0(AX)
-	VZEROUPPER
-	RET
+	STORE4ROWS
