@@ -82,8 +82,16 @@
 // func vecDotQ4_KRepackAVX2(nb int, w, a *byte) float32
 TEXT ·vecDotQ4_KRepackAVX2(SB), NOSPLIT, $0-28
 	SETUP_Q4K
+	MOVQ  CX, R11
+	IMULQ $144, R11 // the row's length: the next row of a matrix
 
 repackloop:
+	// The same super-block of the next row: a decode reads a matrix row
+	// after row, and the hardware prefetchers alone left it short of the
+	// bandwidth.
+	PREFETCHT0 (SI)(R11*1)
+	PREFETCHT0 64(SI)(R11*1)
+	PREFETCHT0 128(SI)(R11*1)
 	SUPERBLOCK
 	VPHADDD      X5, X5, X5
 	VPHADDD      X5, X5, X5

@@ -10,14 +10,17 @@
 // the row's dw·da, block after block, so every lane rounds exactly as
 // vecDotMXFP4AVX2 / vecDotIQ4_NLAVX2 (the order of ggml's repacked
 // products). Rows at w, w + wStride, w + 2·wStride, w + 3·wStride (SI, R9,
-// R10, R11); the outputs are out[0..3].
+// R10, R11); the outputs are out[0..3]. Every row prefetches the same block
+// of the row 4 below it, which the next call reads: a decode reads a matrix
+// 4 rows at a time, and with only the hardware prefetchers it ran at 4.5 GB/s
+// from memory (7 with this).
 
 // ROWS4 runs the four rows' blocks against the activations at DI.
 #define ROWS4(off) \
-	PREFETCHT0 1024(SI); \
-	PREFETCHT0 1024(R9); \
-	PREFETCHT0 1024(R10); \
-	PREFETCHT0 1024(R11); \
+	PREFETCHT0 (SI)(R12*1); \
+	PREFETCHT0 (R9)(R12*1); \
+	PREFETCHT0 (R10)(R12*1); \
+	PREFETCHT0 (R11)(R12*1); \
 	VMOVDQU 2(DI), Y12; \
 	TABLEROW(off(SI), X5, Y5, Y12, X3, Y3); \
 	TABLEROW(off(R9), X6, Y6, Y12, X3, Y3); \
@@ -62,8 +65,8 @@
 	VZEROUPPER; \
 	RET
 
-// ROWPTRS loads nb into CX, the 4 rows into SI, R9, R10, R11 and the
-// activations into DI.
+// ROWPTRS loads nb into CX, the 4 rows into SI, R9, R10, R11, the
+// activations into DI, and 4·wStride into R12 (the next 4 rows).
 #define ROWPTRS \
 	MOVQ   nb+0(FP), CX; \
 	MOVQ   w+8(FP), SI; \
@@ -71,7 +74,9 @@
 	LEAQ   (SI)(AX*1), R9; \
 	LEAQ   (R9)(AX*1), R10; \
 	LEAQ   (R10)(AX*1), R11; \
-	MOVQ   a+24(FP), DI
+	MOVQ   a+24(FP), DI; \
+	MOVQ   AX, R12; \
+	SHLQ   $2, R12
 
 // func vecDotMXFP4Rows4AVX2(nb int, w *byte, wStride int, a *byte, out *float32)
 TEXT ·vecDotMXFP4Rows4AVX2(SB), NOSPLIT, $0-40
@@ -142,10 +147,10 @@ TEXT ·vecDotMXFP4Rows4VNNI(SB), NOSPLIT, $0-40
 	VBROADCASTI128 ·fp4Values12(SB), Y13
 
 mxvrows:
-	PREFETCHT0   1024(SI)
-	PREFETCHT0   1024(R9)
-	PREFETCHT0   1024(R10)
-	PREFETCHT0   1024(R11)
+	PREFETCHT0   (SI)(R12*1)
+	PREFETCHT0   (R9)(R12*1)
+	PREFETCHT0   (R10)(R12*1)
+	PREFETCHT0   (R11)(R12*1)
 	MXDWDA
 	VMOVDQU      2(DI), Y12
 	VPXOR        Y11, Y11, Y11
