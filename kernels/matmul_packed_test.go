@@ -25,7 +25,7 @@ func TestMatMulPackedMatchesMatMul(t *testing.T) {
 			p.Close()
 		}
 	}()
-	for _, dt := range []DType{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K} {
+	for _, dt := range []DType{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K, IQ4_NL, MXFP4} {
 		for _, c := range []struct{ n, chunks int }{{1, 2}, {2, 2}, {7, 2}, {16, 2}, {gemmTokChunk + 9, 2}, {3, 11}} {
 			n := c.n
 			t.Run(fmt.Sprintf("%v/n=%d/chunks=%d", dt, n, c.chunks), func(t *testing.T) {

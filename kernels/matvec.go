@@ -74,7 +74,6 @@ func MatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int, out 
 		return
 	}
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
-	j.rows4 = vecDotRows4Of(t)
 	nTasks := (rows + matRowBlock - 1) / matRowBlock * j.nTokBlocks
 	if p == nil {
 		for task := range nTasks {
@@ -138,6 +137,7 @@ func prepareVecDot(p *Pool, tr *Traits, t DType, w []byte, rows, cols int, x []f
 	j := matJob{
 		vecDot: tr.VecDot,
 		dot4:   vecDot4Of(t),
+		rows4:  vecDotRows4Of(t),
 		w:      w, wRow: t.RowBytes(cols),
 		a: acts, aRow: aRow,
 		rows: rows, cols: cols, n: n,

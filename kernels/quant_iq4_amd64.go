@@ -91,15 +91,15 @@ func init() {
 		return
 	}
 	vecDotIQ4_NLx4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
-		checkDot4(IQ4_NL, Q8_0, n, w, a, aRow, out, outRow)
+		checkDotK(4, IQ4_NL, Q8_0, n, w, a, aRow, out, outRow)
 		vecDotIQ4_NLAVX2x4(n/QK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 	vecDotMXFP4x4 = func(n int, w, a []byte, aRow int, out []float32, outRow int) {
-		checkDot4(MXFP4, Q8_0, n, w, a, aRow, out, outRow)
+		checkDotK(4, MXFP4, Q8_0, n, w, a, aRow, out, outRow)
 		vecDotMXFP4AVX2x4(n/QK, &w[0], &a[0], aRow, &out[0], 4*outRow)
 	}
 	vecDotMXFP4x4s = func(n int, w, a []byte, aRow int, out []float32, outRow int, side []byte, nTok int) {
-		checkDot4(MXFP4, Q8_0, n, w, a, aRow, out, outRow)
+		checkDotK(4, MXFP4, Q8_0, n, w, a, aRow, out, outRow)
 		if nTok < 4 || len(side) < (n/QK-1)*8*nTok+4*nTok+16 {
 			panic(fmt.Sprintf("kernels: 4-token MXFP4 product of %d elements: %d bytes of side terms of %d tokens", n, len(side), nTok))
 		}

@@ -120,7 +120,7 @@ func ExpertMatMul(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int
 	}
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
 	j.vecDot = dot
-	j.dot4, j.dot4s, j.dot8s = nil, nil, nil // prepareVecDot's go with MatMul's VecDot, not dot
+	j.dot4, j.dot4s, j.dot8s, j.rows4 = nil, nil, nil, nil // prepareVecDot's go with VecDot, not dot
 	if t == Q4_K {
 		j.dot8, j.dot4 = vecDotQ4_KRepack8, vecDotQ4_KRepack4
 	}
@@ -156,7 +156,7 @@ func MatMulRecent(p *Pool, t DType, w []byte, rows, cols int, x []float32, n int
 	}
 	j := prepareVecDot(p, tr, t, w, rows, cols, x, n, out, scratch)
 	j.vecDot, j.rest, j.split = dot, rest, split
-	j.dot4, j.dot4s, j.dot8s = nil, nil, nil // prepareVecDot's go with MatMul's VecDot, not dot
+	j.dot4, j.dot4s, j.dot8s, j.rows4 = nil, nil, nil, nil // prepareVecDot's go with VecDot, not dot
 	if t == Q4_K {
 		j.dot8, j.dot4 = vecDotQ4_KGemm8, vecDotQ4_KGemm4
 	}

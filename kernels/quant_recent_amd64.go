@@ -87,14 +87,9 @@ func init() {
 	}
 }
 
-// checkDot4 checks the operands of a 4-token product of weights of type wt
+// checkDotK checks the operands of a k-token product of weights of type wt
 // by activations of type at: n a positive number of whole blocks, a row of
-// w, 4 activation rows aRow apart in a and 4 outputs outRow apart in out.
-func checkDot4(wt, at DType, n int, w, a []byte, aRow int, out []float32, outRow int) {
-	checkDotK(4, wt, at, n, w, a, aRow, out, outRow)
-}
-
-// checkDotK is checkDot4 for k tokens.
+// w, k activation rows aRow apart in a and k outputs outRow apart in out.
 func checkDotK(k int, wt, at DType, n int, w, a []byte, aRow int, out []float32, outRow int) {
 	ab := rowBytes(at, n)
 	if n <= 0 || ab < 0 || aRow < ab || len(a) < (k-1)*aRow+ab || outRow < 1 || len(out) <= (k-1)*outRow {
