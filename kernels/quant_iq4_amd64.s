@@ -1,9 +1,10 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "iq4_amd64.h"
 
 // Dot products of the table formats (quant_iq4.go) against their
-// activations. A block's 16 nibble bytes become 32 indices (low nibbles to
+// activations (the layout of iq4_amd64.h). A block's 16 nibble bytes become 32 indices (low nibbles to
 // the low lane: weights 0-15; high nibbles to the high lane: 16-31), which
 // VPSHUFB turns into the signed values of the format's table; they multiply
 // the int8 activations through VPMADDUBSW as |w|·(a·sign w), and VPMADDWD
@@ -14,14 +15,6 @@
 // int32 lanes and adds them, per super-block, into 8 float lanes, summed by
 // hsum at the end, as ggml's vec_dot_iq4_xs_q8_K does. No int16 pair sum
 // saturates: |w| ≤ 127 and the activations are within ±127.
-
-// NIBBLES expands the 16 bytes at m into 32 indices in Yq (see above);
-// Ymask holds 0x0f bytes; clobbers Xt.
-#define NIBBLES(m, Xq, Yq, Xt, Ymask) \
-	VMOVDQU     m, Xq; \
-	VPSRLW      $4, Xq, Xt; \
-	VINSERTI128 $1, Xt, Yq, Yq; \
-	VPAND       Ymask, Yq, Yq
 
 // PAIRS sets Yw to the int16 pair sums of the signed bytes Yw and Ya;
 // clobbers Ya.
@@ -38,23 +31,13 @@
 	VPHADDD      Xx, Xx, Xx; \
 	VPHADDD      Xx, Xx, Xx
 
-// SETUP loads the constants: Y15 int16 ones, Y14 0x0f bytes, Y13 the table
-// tab in both lanes.
-#define SETUP(tab) \
-	VPCMPEQW       Y15, Y15, Y15; \
-	VPSRLW         $15, Y15, Y15; \
-	MOVL           $0x0f0f0f0f, AX; \
-	VMOVD          AX, X14; \
-	VPBROADCASTD   X14, Y14; \
-	VBROADCASTI128 tab, Y13
-
 // func vecDotIQ4_NLAVX2(nb int, w, a *byte) float32
 TEXT ·vecDotIQ4_NLAVX2(SB), NOSPLIT, $0-28
 	MOVQ   nb+0(FP), CX
 	MOVQ   w+8(FP), SI
 	MOVQ   a+16(FP), DI
 	VXORPS X0, X0, X0
-	SETUP(·iq4nlValues(SB))
+	TABLESETUP(·iq4nlValues(SB))
 
 nlloop:
 	// dw·da
@@ -66,7 +49,7 @@ nlloop:
 	VMOVSHDUP X1, X2
 	VMULSS    X2, X1, X1
 
-	NIBBLES(2(SI), X2, Y2, X3, Y14)
+	NIBBLES4X(2(SI), X2, Y2, X3, Y14)
 	VPSHUFB     Y2, Y13, Y2
 	VMOVDQU     2(DI), Y3
 	PAIRS(Y2, Y3)
@@ -90,7 +73,7 @@ TEXT ·vecDotMXFP4AVX2(SB), NOSPLIT, $0-28
 	MOVQ   a+16(FP), DI
 	LEAQ   ·e8m0Halves(SB), R8
 	VXORPS X0, X0, X0
-	SETUP(·fp4Values(SB))
+	TABLESETUP(·fp4Values(SB))
 
 mxloop:
 	// dw·da, dw = 2^(e−128) from the table
@@ -101,7 +84,7 @@ mxloop:
 	VCVTPH2PS X2, X2
 	VMULSS    X2, X1, X1
 
-	NIBBLES(1(SI), X2, Y2, X3, Y14)
+	NIBBLES4X(1(SI), X2, Y2, X3, Y14)
 	VPSHUFB     Y2, Y13, Y2
 	VMOVDQU     2(DI), Y3
 	PAIRS(Y2, Y3)
@@ -133,7 +116,7 @@ mxloop:
 	SUBL         $32, AX; \
 	VMOVD        AX, X5; \
 	VPBROADCASTW X5, Y5; \
-	NIBBLES(qs(SI), X2, Y2, X3, Y14); \
+	NIBBLES4X(qs(SI), X2, Y2, X3, Y14); \
 	VPSHUFB      Y2, Y13, Y2; \
 	VMOVDQU      q8(DI), Y3; \
 	PAIRS(Y2, Y3); \
@@ -161,7 +144,7 @@ TEXT ·vecDotIQ4_XSAVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+8(FP), SI
 	MOVQ   a+16(FP), DI
 	VXORPS Y0, Y0, Y0
-	SETUP(·iq4nlValues(SB))
+	TABLESETUP(·iq4nlValues(SB))
 
 xsloop:
 	XS_SUPERBLOCK
@@ -199,7 +182,7 @@ TEXT ·vecDotIQ4_XSPanelAVX2(SB), NOSPLIT, $0-28
 	MOVQ   w+8(FP), SI
 	MOVQ   a+16(FP), DI
 	VXORPS X0, X0, X0
-	SETUP(·iq4nlValues(SB))
+	TABLESETUP(·iq4nlValues(SB))
 
 panelloop:
 	XS_SUPERBLOCK

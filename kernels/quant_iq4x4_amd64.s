@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "iq4_amd64.h"
 
 // The IQ4_NL and MXFP4 products of quant_iq4_amd64.s for one row against 4
 // tokens (activation rows at a, a + aStride, a + 2·aStride, a + 3·aStride;
@@ -25,12 +26,7 @@
 	MOVQ           aStride+24(FP), R11; \
 	LEAQ           (R11)(R11*2), R12; \
 	VXORPS         X0, X0, X0; \
-	VPCMPEQW       Y15, Y15, Y15; \
-	VPSRLW         $15, Y15, Y15; \
-	MOVL           $0x0f0f0f0f, AX; \
-	VMOVD          AX, X14; \
-	VPBROADCASTD   X14, Y14; \
-	VBROADCASTI128 tab, Y13
+	TABLESETUP(tab)
 
 // DWDA4 sets X1 to dw·da of the 4 tokens, from dw broadcast in X1: the
 // tokens' f16 scales converted, times dw, one rounding as the one-token
